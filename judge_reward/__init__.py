@@ -1,0 +1,13 @@
+"""judge-reward: LLM-as-judge metrics (G-Eval, GPTScore, rating prompts) as RLHF rewards."""
+
+from .aspects import Aspect, AspectSet, ConfigError, Scale, load_aspects
+from .judge import Judge, JudgeConfig
+from .methods.base import Item, Score
+from .methods.geval import GEval, GEvalConfig
+from .methods.gptscore import GPTScore, GPTScoreConfig
+
+__all__ = [
+    "Aspect", "AspectSet", "ConfigError", "GEval", "GEvalConfig", "GPTScore", "GPTScoreConfig",
+    "Item", "Judge", "JudgeConfig", "Scale", "Score", "load_aspects",
+]
+__version__ = "0.1.0"

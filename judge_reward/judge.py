@@ -1,0 +1,200 @@
+"""The judge: a backend, an aspect set, a scoring method and a cache, built from one YAML file.
+
+Data path: items -> method's prompt builder -> backend -> Score per (item, aspect). A judge config
+maps one-to-one onto :class:`JudgeConfig`::
+
+    backend: {kind: hf, model: embedded:gemma3-270m, dtype: auto}
+    aspects_file: summeval            # built-in name or path
+    aspects: [coherence, fluency]     # default: all aspects in the file
+    method: gptscore                  # gptscore | geval | rating
+    gptscore: {direction: src_hypo}
+    geval: {mode: exact, steps: manual}
+    rating: {style: rate_explain, n: 20}
+    cache: {memory: true, path: null}
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from .aspects import Aspect, AspectSet, ConfigError, load_aspects, resolve_config_path
+from .backends.base import JudgeBackend
+from .cache import CacheConfig, JudgmentCache, judgment_key
+from .methods.base import Item, Score
+from .methods.geval import GEval, GEvalConfig
+from .methods.gptscore import GPTScore, GPTScoreConfig
+
+METHODS = ("gptscore", "geval", "rating")
+BACKENDS = ("hf", "openai")
+
+
+def _build(cls, raw: Any, where: str):
+    """Construct a config dataclass from a mapping, naming the section and field on any error."""
+    if raw is None:
+        return cls()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {raw!r}")
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
+    try:
+        return cls(**raw)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+@dataclass
+class JudgeConfig:
+    """Everything that defines a judge (see the module docstring for the YAML form)."""
+
+    backend: dict = field(default_factory=lambda: {"kind": "hf"})
+    """``kind: hf`` (:class:`~judge_reward.backends.hf.HFBackendConfig` fields) or ``kind: openai``."""
+    aspects_file: str = "summeval"
+    aspects: list[str] | None = None
+    method: str = "gptscore"
+    gptscore: dict = field(default_factory=dict)
+    geval: dict = field(default_factory=dict)
+    rating: dict = field(default_factory=dict)
+    cache: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> "JudgeConfig":
+        path = resolve_config_path(path, "judges")
+        try:
+            raw = yaml.safe_load(Path(path).read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML: {err}") from None
+        return _build(cls, raw, str(path))
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ConfigError(f"method: unknown value {self.method!r}; choose one of {METHODS}")
+        kind = self.backend.get("kind", "hf") if isinstance(self.backend, dict) else None
+        if kind not in BACKENDS:
+            raise ConfigError(f"backend.kind: unknown value {kind!r}; choose one of {BACKENDS}")
+
+
+def build_backend(spec: dict) -> JudgeBackend:
+    spec = dict(spec)
+    kind = spec.pop("kind", "hf")
+    if kind == "hf":
+        from .backends.hf import HFBackend, HFBackendConfig
+
+        return HFBackend(_build(HFBackendConfig, spec, "backend"))
+    from .backends.openai_compat import OpenAIBackend, OpenAIBackendConfig
+
+    return OpenAIBackend(_build(OpenAIBackendConfig, spec, "backend"))
+
+
+def build_method(name: str, config: JudgeConfig):
+    if name == "gptscore":
+        return GPTScore(_build(GPTScoreConfig, config.gptscore, "gptscore"))
+    if name == "geval":
+        return GEval(_build(GEvalConfig, config.geval, "geval"))
+    if name == "rating":
+        from .methods.rating import RatingConfig, RatingMethod
+
+        return RatingMethod(_build(RatingConfig, config.rating, "rating"))
+    raise ConfigError(f"method: unknown value {name!r}; choose one of {METHODS}")
+
+
+class Judge:
+    """Scores items on aspects. ``score`` never raises for a bad item: it returns a failed Score."""
+
+    def __init__(self, config: JudgeConfig | None = None, backend: JudgeBackend | None = None):
+        self.config = config or JudgeConfig()
+        self.aspect_set: AspectSet = load_aspects(self.config.aspects_file)
+        self.aspects: list[Aspect] = self.aspect_set.select(self.config.aspects)
+        self.backend = backend if backend is not None else build_backend(self.config.backend)
+        self.cache = JudgmentCache(_build(CacheConfig, self.config.cache, "cache"))
+        self._methods: dict[str, Any] = {}
+        self.method(self.config.method)  # validate the default method's section now, not mid-run
+        self.failures: Counter[str] = Counter()
+        self.calls = 0
+        self.seconds = 0.0
+
+    @classmethod
+    def from_config(cls, path_or_config: str | Path | dict | JudgeConfig, backend: JudgeBackend | None = None) -> "Judge":
+        if isinstance(path_or_config, JudgeConfig):
+            config = path_or_config
+        elif isinstance(path_or_config, dict):
+            config = _build(JudgeConfig, path_or_config, "judge config")
+        else:
+            config = JudgeConfig.from_yaml(path_or_config)
+        return cls(config, backend)
+
+    @property
+    def aspect_names(self) -> list[str]:
+        return [a.name for a in self.aspects]
+
+    def method(self, name: str | None = None):
+        name = name or self.config.method
+        if name not in self._methods:
+            self._methods[name] = build_method(name, self.config)
+        return self._methods[name]
+
+    def score(
+        self, items: Sequence[Item], aspects: Sequence[str] | None = None, method: str | None = None
+    ) -> list[dict[str, Score]]:
+        """Score every item on every aspect; result ``i`` maps aspect name to the Score of ``items[i]``."""
+        start = time.perf_counter()
+        items = [self._check_item(it, k) for k, it in enumerate(items)]
+        chosen = [self.aspect_set.get(a) for a in aspects] if aspects else self.aspects
+        scorer = self.method(method)
+        fingerprint = scorer.fingerprint()
+        results: list[dict[str, Score]] = [{} for _ in items]
+        for aspect in chosen:
+            keys = [judgment_key(self.backend.model_id, fingerprint, aspect.content_hash(), it) for it in items]
+            todo = []
+            for k, key in enumerate(keys):
+                hit = self.cache.get(key)
+                if hit is not None:
+                    results[k][aspect.name] = hit
+                else:
+                    todo.append(k)
+            if todo:
+                fresh = scorer.score(self.backend, aspect, [items[k] for k in todo])
+                for k, score in zip(todo, fresh):
+                    results[k][aspect.name] = score
+                    self.cache.put(keys[k], score)
+                    if score.value is None:
+                        self.failures[score.reason or "unknown"] += 1
+        self.calls += 1
+        self.seconds += time.perf_counter() - start
+        return results
+
+    @staticmethod
+    def _check_item(item: Any, index: int) -> Item:
+        if isinstance(item, dict):
+            unknown = set(item) - {"output", "source", "reference", "id"}
+            if "output" not in item:
+                raise ValueError(f"items[{index}].output: required field is missing")
+            if unknown:
+                raise ValueError(f"items[{index}]: unknown field(s) {sorted(unknown)}")
+            item = Item(**item)
+        if not isinstance(item, Item):
+            raise TypeError(f"items[{index}]: expected an Item or a mapping, got {type(item).__name__}")
+        for name in ("output", "source"):
+            if not isinstance(getattr(item, name), str):
+                raise TypeError(f"items[{index}].{name}: expected text, got {getattr(item, name)!r}")
+        return item
+
+    def stats(self) -> dict:
+        return {
+            "calls": self.calls,
+            "seconds": self.seconds,
+            "failures": dict(self.failures),
+            "cache_hits": self.cache.hits,
+            "cache_misses": self.cache.misses,
+            **({"backend": self.backend.stats()} if callable(getattr(self.backend, "stats", None)) else {}),
+        }
+
+    def describe(self) -> dict:
+        return {"model": self.backend.model_id, "config": asdict(self.config)}

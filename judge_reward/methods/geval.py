@@ -1,0 +1,177 @@
+"""G-Eval (Liu et al. 2023): form filling, scored as the probability-weighted sum over the scale.
+
+``exact`` mode reads P(value | prompt) for every value on the scale from the backend and returns
+``sum p(s) * s`` over the normalised distribution, with the mass that fell on valid values and the
+entropy. ``sampling`` mode samples ``n`` completions and averages the parsed ratings; it is chosen
+explicitly, never used as a silent fallback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..aspects import Aspect
+from ..backends.base import CandidateRequest, GenerationRequest, JudgeBackend
+from ..candidates import distribution_summary
+from ..prompts.geval import build_geval_prompt
+from .base import Item, Score, config_fingerprint
+from .common import fit_source
+
+MODES = ("exact", "sampling")
+STEPS = ("auto", "manual", "none")
+
+
+@dataclass
+class GEvalConfig:
+    """G-Eval settings."""
+
+    mode: str = "exact"
+    """``exact`` (probabilities of every scale value) or ``sampling`` (n generations, parsed and averaged)."""
+    steps: str = "manual"
+    """Evaluation steps: ``manual`` (the aspect file's ``steps``), ``auto`` (generated once, from ``steps_file``), ``none``."""
+    steps_file: str | None = None
+    """YAML written by ``judge-reward steps`` (auto-CoT); required when ``steps: auto``."""
+    with_reference: bool = False
+    """Show the item's human reference in the prompt."""
+    min_mass: float = 0.0
+    """Fail an item (``None`` score) when less than this probability falls on valid scale values."""
+    n: int = 20
+    """Samples per item in ``sampling`` mode (the paper uses 20 at temperature 1)."""
+    temperature: float = 1.0
+    max_new_tokens: int = 8
+    seed: int | None = 0
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"geval.mode: unknown value {self.mode!r}; choose one of {MODES}")
+        if self.steps not in STEPS:
+            raise ValueError(f"geval.steps: unknown value {self.steps!r}; choose one of {STEPS}")
+        if self.steps == "auto" and not self.steps_file:
+            raise ValueError("geval.steps_file: required when geval.steps is 'auto' (run `judge-reward steps` first)")
+        if not 0.0 <= self.min_mass <= 1.0:
+            raise ValueError(f"geval.min_mass: expected a probability in [0, 1], got {self.min_mass!r}")
+        if self.n < 1:
+            raise ValueError(f"geval.n: expected at least 1 sample, got {self.n!r}")
+
+
+class GEval:
+    name = "geval"
+
+    def __init__(self, config: GEvalConfig | None = None):
+        self.config = config or GEvalConfig()
+        self._steps: dict[str, tuple[str, ...]] | None = None
+
+    def fingerprint(self) -> str:
+        return config_fingerprint(self.name, {"config": self.config, "steps": self._steps_store_digest()})
+
+    def _steps_store_digest(self) -> str | None:
+        if self.config.steps != "auto":
+            return None
+        from ..autocot import StepsStore
+
+        return StepsStore.load(self.config.steps_file).digest()
+
+    def steps_for(self, aspect: Aspect) -> tuple[str, ...]:
+        if self.config.steps == "none":
+            return ()
+        if self.config.steps == "manual":
+            return aspect.steps
+        from ..autocot import StepsStore
+
+        return StepsStore.load(self.config.steps_file).steps_for(aspect)
+
+    def prompts(self, backend: JudgeBackend, aspect: Aspect, items: Sequence[Item]):
+        """Per item: (prompt, source tokens cut) or the error that stops it."""
+        steps = self.steps_for(aspect)
+        out = []
+        for item in items:
+            reference = item.reference if self.config.with_reference else None
+            if self.config.with_reference and reference is None:
+                out.append(ValueError("reference: geval.with_reference is set but the item has no reference"))
+                continue
+            if not item.output.strip():
+                out.append(ValueError("output: empty text cannot be judged"))
+                continue
+            render = lambda it: build_geval_prompt(aspect, it.source, it.output, steps, reference).text  # noqa: E731
+            try:
+                fitted, cut = fit_source(backend, item, render, extra_tokens=self._extra_tokens())
+            except ValueError as err:
+                out.append(err)
+                continue
+            out.append((build_geval_prompt(aspect, fitted.source, fitted.output, steps, reference), cut))
+        return out
+
+    def _extra_tokens(self) -> int:
+        return self.config.max_new_tokens if self.config.mode == "sampling" else 4
+
+    def score(self, backend: JudgeBackend, aspect: Aspect, items: Sequence[Item]) -> list[Score]:
+        prepared = self.prompts(backend, aspect, items)
+        if self.config.mode == "sampling":
+            return self._score_sampling(backend, aspect, prepared)
+        values = list(aspect.scale.values)
+        texts = aspect.scale.texts
+        requests, where = [], []
+        scores: list[Score | None] = [None] * len(items)
+        for i, p in enumerate(prepared):
+            if isinstance(p, Exception):
+                scores[i] = Score.failure(str(p))
+                continue
+            prompt, _ = p
+            requests.append(CandidateRequest(prompt.text, texts, group=prompt.shared))
+            where.append(i)
+        for i, result in zip(where, backend.candidate_logprobs(requests)):
+            cut = prepared[i][1]
+            if result.error is not None:
+                scores[i] = Score.failure(result.error)
+                continue
+            summary = distribution_summary(values, result.logprobs)
+            details = {
+                "distribution": dict(zip(texts, summary["probs"])),
+                "mass": summary["mass"],
+                "entropy": summary["entropy"],
+                "truncated_source_tokens": cut,
+                **result.details,
+            }
+            if summary["score"] is None:
+                scores[i] = Score.failure("no probability on any scale value", **details)
+            elif summary["mass"] < self.config.min_mass:
+                scores[i] = Score.failure(
+                    f"only {summary['mass']:.4f} of the probability fell on the scale (min_mass {self.config.min_mass})",
+                    **details,
+                )
+            else:
+                scores[i] = Score(summary["score"], None, details)
+        return scores  # type: ignore[return-value]
+
+    def _score_sampling(self, backend, aspect, prepared) -> list[Score]:
+        from ..parsing import parse_rating
+
+        requests, where = [], []
+        scores: list[Score | None] = [None] * len(prepared)
+        for i, p in enumerate(prepared):
+            if isinstance(p, Exception):
+                scores[i] = Score.failure(str(p))
+                continue
+            requests.append(GenerationRequest(
+                p[0].text, n=self.config.n, temperature=self.config.temperature,
+                max_new_tokens=self.config.max_new_tokens, stop=("\n",), seed=self.config.seed,
+            ))
+            where.append(i)
+        for i, gen in zip(where, backend.generate(requests)):
+            if gen.error is not None:
+                scores[i] = Score.failure(gen.error)
+                continue
+            parsed = [parse_rating(t, aspect.scale) for t in gen.texts]
+            ratings = [p.value for p in parsed if p.value is not None]
+            reasons: dict[str, int] = {}
+            for p in parsed:
+                if p.value is None:
+                    reasons[p.reason] = reasons.get(p.reason, 0) + 1
+            details = {"ratings": ratings, "failed": len(parsed) - len(ratings), "failure_reasons": reasons,
+                       "responses": gen.texts, "truncated_source_tokens": prepared[i][1]}
+            if not ratings:
+                scores[i] = Score.failure(f"no parsable rating in {len(parsed)} samples", **details)
+            else:
+                scores[i] = Score(sum(ratings) / len(ratings), None, details)
+        return scores  # type: ignore[return-value]

@@ -1,0 +1,113 @@
+"""GPTScore (Fu et al. 2023): the log-likelihood of a text under an instruction that names the aspect.
+
+score(h | d, a, S) = sum_t w_t log p(h_t | h_<t, T(d, a, S)) with uniform weights, reported as the
+mean over the scored tokens (what the official scorer returns; the default ``value``) and as the
+sum (``details["sum_logprob"]``). Directions:
+
+* ``src_hypo``: condition on the source, score the output;
+* ``ref_hypo``: condition on the human reference, score the output;
+* ``hypo_ref``: condition on the output, score the reference;
+* ``avg_f``: the mean of ``ref_hypo`` and ``hypo_ref``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..aspects import Aspect
+from ..backends.base import ContinuationRequest, JudgeBackend
+from ..prompts.gptscore import build_gptscore_prompt
+from .base import Item, Score, config_fingerprint
+from .common import fit_source
+
+DIRECTIONS = ("src_hypo", "ref_hypo", "hypo_ref", "avg_f")
+REDUCTIONS = ("mean", "sum")
+
+
+@dataclass
+class GPTScoreConfig:
+    """GPTScore settings."""
+
+    direction: str = "src_hypo"
+    """``src_hypo``, ``ref_hypo``, ``hypo_ref`` or ``avg_f`` (mean of both reference directions)."""
+    instruction: bool = True
+    """Use the aspect's instruction template; ``False`` is GPTScore's vanilla setting (text only)."""
+    reduce: str = "mean"
+    """``mean`` log-probability per token (the official scorer) or ``sum``."""
+    demonstrations: list[dict] = field(default_factory=list)
+    """In-context examples, each ``{source: ..., output: ...}``, written with the same template."""
+
+    def __post_init__(self):
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"gptscore.direction: unknown value {self.direction!r}; choose one of {DIRECTIONS}")
+        if self.reduce not in REDUCTIONS:
+            raise ValueError(f"gptscore.reduce: unknown value {self.reduce!r}; choose one of {REDUCTIONS}")
+        for k, demo in enumerate(self.demonstrations):
+            if not isinstance(demo, dict) or not isinstance(demo.get("source"), str) or not isinstance(demo.get("output"), str):
+                raise ValueError(f"gptscore.demonstrations[{k}]: expected {{source: text, output: text}}, got {demo!r}")
+
+
+class GPTScore:
+    name = "gptscore"
+
+    def __init__(self, config: GPTScoreConfig | None = None):
+        self.config = config or GPTScoreConfig()
+
+    def fingerprint(self) -> str:
+        return config_fingerprint(self.name, self.config)
+
+    def _pairs(self, item: Item) -> list[tuple[str, str]]:
+        """(conditioning text, scored text) for each direction this config averages over."""
+        d = self.config.direction
+        if d == "src_hypo":
+            return [(item.source, item.output)]
+        if item.reference is None:
+            raise ValueError(f"reference: gptscore.direction {d!r} needs a reference and the item has none")
+        if d == "ref_hypo":
+            return [(item.reference, item.output)]
+        if d == "hypo_ref":
+            return [(item.output, item.reference)]
+        return [(item.reference, item.output), (item.output, item.reference)]
+
+    def score(self, backend: JudgeBackend, aspect: Aspect, items: Sequence[Item]) -> list[Score]:
+        demos = tuple((d["source"], d["output"]) for d in self.config.demonstrations)
+        build = lambda it: build_gptscore_prompt(aspect, it.source, it.output, self.config.instruction, demos)  # noqa: E731
+        requests, owners, cuts = [], [], {}
+        scores: list[Score | None] = [None] * len(items)
+        for i, item in enumerate(items):
+            try:
+                if not item.output.strip():
+                    raise ValueError("output: empty text cannot be judged")
+                pairs = self._pairs(item)
+                prepared = []
+                for cond, scored in pairs:
+                    fitted, cut = fit_source(backend, Item(scored, cond), lambda it: (lambda p: p.context + p.continuation)(build(it)))
+                    prepared.append((build(fitted), cut))
+            except ValueError as err:
+                scores[i] = Score.failure(str(err))
+                continue
+            cuts[i] = [cut for _, cut in prepared]
+            for prompt, _ in prepared:
+                requests.append(ContinuationRequest(prompt.context, prompt.continuation, group=prompt.shared))
+                owners.append(i)
+        results: dict[int, list] = {}
+        for i, res in zip(owners, backend.continuation_logprobs(requests)):
+            results.setdefault(i, []).append(res)
+        for i, parts in results.items():
+            failed = [r.error for r in parts if r.error is not None]
+            if failed:
+                scores[i] = Score.failure(failed[0])
+                continue
+            means = [sum(r.token_logprobs) / len(r.token_logprobs) for r in parts]
+            sums = [sum(r.token_logprobs) for r in parts]
+            mean, total = sum(means) / len(means), sum(sums) / len(sums)
+            details = {
+                "mean_logprob": mean,
+                "sum_logprob": total,
+                "tokens": [len(r.token_logprobs) for r in parts],
+                "truncated_source_tokens": cuts[i],
+                "boundary": [r.details.get("boundary") for r in parts],
+            }
+            scores[i] = Score(mean if self.config.reduce == "mean" else total, None, details)
+        return scores  # type: ignore[return-value]

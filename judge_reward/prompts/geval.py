@@ -1,0 +1,56 @@
+"""G-Eval prompts: task introduction, criteria, evaluation steps, the texts, and a form slot.
+
+The prompt is assembled from an :class:`~judge_reward.aspects.Aspect`; the wording of the frame
+below is this project's own. The form ends in the aspect's slot written with its trailing space
+(:data:`judge_reward.candidates.SLOT_SUFFIX`): the score value is what comes next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..aspects import Aspect
+from ..candidates import SLOT_SUFFIX
+
+FORM_HEADING = "Evaluation Form (answer with the score only):"
+
+
+@dataclass(frozen=True)
+class GEvalPrompt:
+    text: str
+    shared: str  # the part every output for the same source shares (for prefix sharing)
+
+
+def format_steps(steps: tuple[str, ...] | list[str]) -> str:
+    return "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1))
+
+
+def criteria_block(aspect: Aspect) -> str:
+    """Task introduction and criteria: the part auto-CoT generates steps from."""
+    parts = [aspect.task_introduction] if aspect.task_introduction else []
+    parts.append(f"Evaluation Criteria:\n\n{aspect.criteria}")
+    return "\n\n".join(parts)
+
+
+def build_geval_prompt(
+    aspect: Aspect,
+    source: str,
+    output: str,
+    steps: tuple[str, ...] | list[str] = (),
+    reference: str | None = None,
+) -> GEvalPrompt:
+    head = [criteria_block(aspect)]
+    if steps:
+        head.append(f"Evaluation Steps:\n\n{format_steps(steps)}")
+    if source:
+        head.append(f"{aspect.source_label}:\n\n{source.strip()}")
+    if reference is not None:
+        head.append(f"{aspect.reference_label}:\n\n{reference.strip()}")
+    shared = "\n\n".join(head) + f"\n\n{aspect.output_label}:\n\n"
+    tail = f"{output.strip()}\n\n{FORM_HEADING}\n\n- {aspect.title}:{SLOT_SUFFIX}"
+    return GEvalPrompt(shared + tail, shared)
+
+
+def build_steps_prompt(aspect: Aspect) -> str:
+    """The auto-CoT prompt: the model continues the numbered evaluation steps."""
+    return f"{criteria_block(aspect)}\n\nEvaluation Steps:\n\n1."

@@ -1,0 +1,74 @@
+"""GPTScore prompts: an instruction that names the aspect, the conditioning text, the scored text.
+
+GPTScore scores text h as the (weighted) log-likelihood of h under an instruction T(d, a, S) built
+from the task description d, the aspect a and the conditioning text S. The templates follow the
+shape GPTScore uses per task (a summarisation request ending in a TL;DR cue, a paraphrase cue for
+data-to-text and translation, a yes/no question for dialogue); the wording is this project's own,
+filled with each aspect's ``quality`` phrase.
+
+Boundary rule: the context ends *without* trailing whitespace and the scored text is appended
+with exactly one leading space, so the scored tokens are the tokens the model itself would write
+after the cue (tested in tests/test_gptscore.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..aspects import Aspect
+
+# {quality} is the aspect's adjective phrase; {source} the conditioning text.
+INSTRUCTIONS = {
+    "summarization": "Write a {quality} summary of the following text.\n\n{source}\n\nTL;DR:",
+    "data_to_text": "Turn the following data into {quality} text.\n\n{source}\n\nIn other words:",
+    "translation": "Translate the following text into {quality} English.\n\n{source}\n\nIn other words:",
+    "generic": "Write a {quality} response to the following text.\n\n{source}\n\nResponse:",
+}
+VANILLA = "{source}\n\n"
+
+# Dialogue is asked as a question about the response, and the scored text is the answer "Yes".
+DIALOGUE = (
+    "Read the conversation and the reply that follows it, then answer the question.\n\n"
+    "Conversation:\n{source}\n\nReply: {output}\n\nQuestion: Is the reply {quality}?\nAnswer:"
+)
+DIALOGUE_ANSWER = " Yes"
+
+DEMO_SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True)
+class GPTScorePrompt:
+    context: str
+    continuation: str
+    shared: str  # the part that does not depend on the scored text
+
+
+def build_gptscore_prompt(
+    aspect: Aspect,
+    source: str,
+    output: str,
+    instruction: bool = True,
+    demonstrations: tuple[tuple[str, str], ...] = (),
+) -> GPTScorePrompt:
+    """Context and scored continuation for scoring ``output`` given ``source``.
+
+    ``demonstrations`` are (source, output) pairs written with the same template before the
+    query (GPTScore's in-context setting).
+    """
+    if aspect.task == "dialogue":
+        demos = "".join(
+            DIALOGUE.format(source=s.strip(), output=o.strip(), quality=aspect.quality) + DIALOGUE_ANSWER + DEMO_SEPARATOR
+            for s, o in demonstrations
+        )
+        context = demos + DIALOGUE.format(source=source.strip(), output=output.strip(), quality=aspect.quality)
+        shared = demos + DIALOGUE.split("{output}")[0].format(source=source.strip())
+        return GPTScorePrompt(context, DIALOGUE_ANSWER, shared)
+    template = INSTRUCTIONS.get(aspect.task, INSTRUCTIONS["generic"]) if instruction else VANILLA
+    demos = "".join(
+        template.format(source=s.strip(), quality=aspect.quality) + " " + o.strip() + DEMO_SEPARATOR
+        for s, o in demonstrations
+    )
+    context = demos + template.format(source=source.strip(), quality=aspect.quality)
+    if not instruction:
+        context = context.rstrip()
+    return GPTScorePrompt(context, " " + output.strip(), context)

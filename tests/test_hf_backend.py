@@ -1,0 +1,139 @@
+"""Exactness of the local backend: candidates, batching, padding, prefix sharing."""
+
+import math
+
+import pytest
+import torch
+
+from judge_reward.backends.base import CandidateRequest, ContinuationRequest
+from judge_reward.candidates import number_continuation_ids
+from tiny_models import make_backend
+
+PROMPT = "Evaluation Form (scores ONLY):\n\n- Coherence: "
+SCALES = {
+    "1-5": tuple(str(v) for v in range(1, 6)),
+    "1-10": tuple(str(v) for v in range(1, 11)),
+    "0-100 by 10": tuple(str(v) for v in range(0, 101, 10)),
+}
+
+
+def brute_force(backend, prompt, candidates):
+    """Per candidate, one full forward pass over the canonical tokens of prompt + value.
+
+    Returns the normalised distribution over candidates. Where a value is a prefix of another,
+    the value must also end there: times (1 - P(next token starts with a digit)).
+    """
+    model, tok = backend.model, backend.tokenizer
+    terminate = any(b != a and b.startswith(a) for a in candidates for b in candidates)
+    digits = number_continuation_ids(tok.convert_ids_to_tokens(list(range(len(tok)))))
+    scores = []
+    for c in candidates:
+        ids = backend.encode(prompt + c)
+        with torch.no_grad():
+            logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), -1)
+        total = sum(logp[t - 1, ids[t]].item() for t in range(1, len(ids)))
+        if terminate:
+            total += math.log1p(-logp[-1, digits].exp().sum().item())
+        scores.append(total)
+    top = max(scores)
+    weights = [math.exp(s - top) for s in scores]
+    return [w / sum(weights) for w in weights]
+
+
+def normalise(logprobs):
+    top = max(logprobs)
+    w = [math.exp(x - top) for x in logprobs]
+    return [x / sum(w) for x in w]
+
+
+@pytest.mark.parametrize("style", ["char", "bpe", "bpe_bos"])
+@pytest.mark.parametrize("scale", list(SCALES))
+def test_candidate_distribution_equals_brute_force(style, scale):
+    backend = make_backend(style)
+    candidates = SCALES[scale]
+    for prompt in (PROMPT, PROMPT.rstrip()):  # with and without the space before the digit
+        [got] = backend.candidate_logprobs([CandidateRequest(prompt, candidates)])
+        assert got.error is None
+        expected = brute_force(backend, prompt, candidates)
+        assert normalise(got.logprobs) == pytest.approx(expected, abs=1e-5)
+
+
+def test_multi_token_candidates_are_really_multi_token():
+    backend = make_backend("char")
+    [got] = backend.candidate_logprobs([CandidateRequest(PROMPT, SCALES["0-100 by 10"])])
+    assert got.details["candidate_tokens"][-1] == 3  # "100" is three characters
+    assert got.details["terminated"] is True
+
+
+def test_mass_is_the_probability_of_the_slot_values():
+    backend = make_backend("char")
+    [got] = backend.candidate_logprobs([CandidateRequest(PROMPT, SCALES["1-5"])])
+    ids = backend.encode(PROMPT)
+    with torch.no_grad():
+        logp = torch.log_softmax(backend.model(torch.tensor([ids])).logits[0, -1].double(), -1)
+    digit = [backend.tokenizer.convert_tokens_to_ids(c) for c in SCALES["1-5"]]
+    assert sum(math.exp(x) for x in got.logprobs) == pytest.approx(logp[digit].exp().sum().item(), rel=1e-5)
+
+
+TEXTS = [
+    ("The council met on Tuesday to discuss the budget. " * 3, " The council met."),
+    ("A cat sat on the mat.", " A cat sat."),
+    ("The news article reports that the council met on Tuesday.", " Council met Tuesday, the article reports in full."),
+    ("Short.", " S"),
+]
+
+
+def continuation_scores(backend, requests):
+    return [r.token_logprobs for r in backend.continuation_logprobs(requests)]
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_batch_and_padding_invariance(arch, padding_side):
+    alone_backend = make_backend("char", arch)
+    batch_backend = make_backend("char", arch, padding_side=padding_side, max_batch_tokens=10_000)
+    requests = [ContinuationRequest(c, h) for c, h in TEXTS]
+    alone = [continuation_scores(alone_backend, [r])[0] for r in requests]
+    batched = continuation_scores(batch_backend, requests)
+    for a, b in zip(alone, batched):
+        assert len(a) == len(b)
+        assert max(abs(x - y) for x, y in zip(a, b)) <= 1e-4
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])  # gemma3 here has a 6-token sliding window
+def test_prefix_sharing_gives_the_same_numbers(arch):
+    shared = make_backend("char", arch, min_shared_tokens=4, max_batch_tokens=400)
+    flat = make_backend("char", arch, prefix_sharing=False)
+    context = "Article: The council met on Tuesday to discuss the budget.\n\nTL;DR:"
+    hypos = [" The council met.", " Budget talks on Tuesday.", " A meeting happened about money and more.", " x"]
+    requests = [ContinuationRequest(context, h, group="doc") for h in hypos]
+    a = continuation_scores(shared, requests)
+    b = continuation_scores(flat, requests)
+    for x, y in zip(a, b):
+        assert max(abs(p - q) for p, q in zip(x, y)) <= 1e-4
+    cands = [CandidateRequest(context + h + "\n- Coherence: ", SCALES["1-10"], group="doc") for h in hypos]
+    for x, y in zip(shared.candidate_logprobs(cands), flat.candidate_logprobs(cands)):
+        assert x.logprobs == pytest.approx(y.logprobs, abs=1e-4)
+
+
+def test_bos_exactly_once_even_when_the_text_carries_it():
+    backend = make_backend("char")
+    assert backend.encode("<bos>hello")[:2] == [backend.tokenizer.bos_token_id, backend.encode("h")[1]]
+    assert make_backend("bpe").encode("hello")[0] != make_backend("bpe_bos").tokenizer.bos_token_id
+
+
+def test_context_window_is_reported_not_crashed():
+    backend = make_backend("char", max_length=64)
+    [res] = backend.continuation_logprobs([ContinuationRequest("x" * 100, " y")])
+    assert res.token_logprobs is None and "context window of 64" in res.error
+    [res] = backend.candidate_logprobs([CandidateRequest("x" * 100, ("1", "2"))])
+    assert res.logprobs is None and "context window" in res.error
+
+
+def test_generation_returns_n_samples_and_honours_stop():
+    backend = make_backend("char")
+    from judge_reward.backends.base import GenerationRequest
+
+    [gen] = backend.generate([GenerationRequest("Rating:", n=3, temperature=1.0, max_new_tokens=12, stop=("\n",), seed=1)])
+    assert gen.error is None and len(gen.texts) == 3
+    assert all("\n" not in t for t in gen.texts)
