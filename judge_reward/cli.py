@@ -1,0 +1,137 @@
+"""The ``judge-reward`` command line.
+
+``judge-reward score`` is defined here; other commands come from their own modules and are
+registered at the bottom.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-as-judge metrics as RLHF rewards.")
+console = Console(stderr=True)
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    with (sys.stdin if str(path) == "-" else path.open()) as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise typer.BadParameter(f"{path}:{n}: not valid JSON ({err.msg})") from None
+            if not isinstance(row, dict) or not isinstance(row.get("output"), str):
+                raise typer.BadParameter(f"{path}:{n}: field 'output' (text) is required")
+            for key in ("source", "reference", "id"):
+                if key in row and row[key] is not None and not isinstance(row[key], (str, int)):
+                    raise typer.BadParameter(f"{path}:{n}: field {key!r} must be text, got {row[key]!r}")
+            rows.append(row)
+    return rows
+
+
+@app.command()
+def score(
+    input: Path = typer.Argument(..., help="JSONL with fields output, source, optional reference and id ('-' for stdin)"),
+    output: Path = typer.Option(Path("-"), "--output", "-o", help="JSONL to write ('-' for stdout)"),
+    config: str = typer.Option("default", "--config", "-c", help="judge YAML (path or built-in name in configs/judges)"),
+    aspects: Optional[str] = typer.Option(None, help="comma-separated aspects (default: the config's)"),
+    method: Optional[str] = typer.Option(None, help="comma-separated methods: gptscore, geval, rating"),
+    model: Optional[str] = typer.Option(None, help="override backend.model"),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="override backend.max_batch_rows"),
+    device: Optional[str] = typer.Option(None, help="override backend.device (cpu, cuda, auto)"),
+    chunk: int = typer.Option(64, help="items per judge call (progress granularity)"),
+):
+    """Score texts on aspects; write one JSON line per input with scores and their details."""
+    from .judge import Judge, JudgeConfig
+    from .methods.base import Item
+
+    cfg = JudgeConfig.from_yaml(config)
+    overrides = {"model": model, "device": device, "max_batch_rows": batch_size}
+    cfg.backend.update({k: v for k, v in overrides.items() if v is not None})
+    if aspects:
+        cfg.aspects = [a.strip() for a in aspects.split(",") if a.strip()]
+    methods = [m.strip() for m in (method or cfg.method).split(",") if m.strip()]
+    cfg.method = methods[0]
+    rows = _read_jsonl(input)
+    judge = Judge(cfg)
+    for m in methods:
+        judge.method(m)  # validate every method's section before the long run starts
+    items = [Item(r["output"], r.get("source") or "", r.get("reference"), str(r["id"]) if "id" in r else None) for r in rows]
+    out = sys.stdout if str(output) == "-" else output.open("w")
+    start, failures = time.perf_counter(), Counter()
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(items) * len(methods), desc="score", unit="item", file=sys.stderr) as bar:
+        for lo in range(0, len(items), chunk):
+            part = items[lo:lo + chunk]
+            per_method = {m: judge.score(part, method=m) for m in methods}
+            for k, item in enumerate(part):
+                record = {"id": item.id if item.id is not None else lo + k, "scores": {}, "details": {}, "failures": {}}
+                for m in methods:
+                    for aspect, s in per_method[m][k].items():
+                        key = f"{m}/{aspect}"
+                        record["scores"][key] = s.value
+                        record["details"][key] = s.details
+                        if s.value is None:
+                            record["failures"][key] = s.reason
+                            failures[s.reason] += 1
+                out.write(json.dumps(record, default=float) + "\n")
+            bar.update(len(part) * len(methods))
+    if out is not sys.stdout:
+        out.close()
+    seconds = time.perf_counter() - start
+    table = Table(title=f"judge-reward score: {len(items)} items x {len(judge.aspects)} aspects x {len(methods)} methods")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("model", judge.backend.model_id)
+    table.add_row("seconds", f"{seconds:.1f}")
+    table.add_row("items/s", f"{len(items) * len(methods) / max(seconds, 1e-9):.2f}")
+    table.add_row("failures", str(sum(failures.values())))
+    for reason, n in failures.most_common(10):
+        table.add_row(f"  {reason[:70]}", str(n))
+    backend_stats = judge.stats().get("backend")
+    if backend_stats:
+        for key, value in backend_stats.items():
+            table.add_row(f"backend {key}", str(value))
+    console.print(table)
+
+
+@app.command()
+def steps(
+    out: Path = typer.Option(..., "--out", help="YAML file to write the generated steps to"),
+    config: str = typer.Option("default", "--config", "-c", help="judge YAML whose backend generates the steps"),
+    aspects: Optional[str] = typer.Option(None, help="comma-separated aspects (default: the config's)"),
+    overwrite: bool = typer.Option(False, help="regenerate steps that are already stored"),
+):
+    """Auto-CoT: generate G-Eval evaluation steps once per aspect and store them (with a content hash)."""
+    from .autocot import generate_steps
+    from .judge import Judge, JudgeConfig
+
+    cfg = JudgeConfig.from_yaml(config)
+    if aspects:
+        cfg.aspects = [a.strip() for a in aspects.split(",")]
+    judge = Judge(cfg)
+    store = generate_steps(judge.backend, judge.aspects, out, overwrite=overwrite)
+    for name, entry in store.entries.items():
+        console.print(f"[bold]{name}[/bold]")
+        for n, step in enumerate(entry["steps"], 1):
+            console.print(f"  {n}. {step}")
+    console.print(f"wrote {out}")
+
+
+# --- commands contributed by other modules ---
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,93 @@
+"""Bad input gets a clear error naming the field and value; the cache makes re-scoring free."""
+
+import pytest
+
+from judge_reward import ConfigError, Item, Judge, JudgeConfig, load_aspects
+from judge_reward.aspects import Scale
+from tiny_models import make_backend
+
+
+def write(tmp_path, text):
+    path = tmp_path / "aspects.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_builtin_aspect_files_load():
+    summeval = load_aspects("summeval")
+    assert set(summeval.aspects) == {"coherence", "consistency", "fluency", "relevance"}
+    assert summeval.get("coherence").scale.values == (1, 2, 3, 4, 5)
+    tc = load_aspects("topical_chat")
+    assert tc.get("groundedness").scale.values == (0, 1) and tc.get("naturalness").scale.high == 3
+    for task in ("summarization", "dialogue", "data_to_text", "translation"):
+        gs = load_aspects(f"gptscore_{task}")
+        assert gs.task == task and all(a.quality and a.definition for a in gs.aspects.values())
+    assert len(load_aspects("gptscore_dialogue").aspects) >= 10
+
+
+@pytest.mark.parametrize("text, message", [
+    ("aspects: [unclosed", "not valid YAML"),
+    ("- a list", "expected a mapping at the top level"),
+    ("aspects: {}", "non-empty mapping"),
+    ("aspects: {coh: {definition: d}}", "coh.scale: required"),
+    ("aspects: {coh: {definition: d, scale: {min: 5, max: 1}}}", "no candidates"),
+    ("aspects: {coh: {definition: d, scale: {values: []}}}", "non-empty list"),
+    ("aspects: {coh: {definition: d, scale: {min: one, max: 5}}}", "min: expected a number, got 'one'"),
+    ("aspects: {coh: {definition: d, scale: {min: 1, max: 5}, colour: red}}", "unknown field"),
+    ("task: poetry\naspects: {coh: {definition: d, scale: {min: 1, max: 5}}}", "unknown task 'poetry'"),
+    ("aspects: {coh: {scale: {min: 1, max: 5}}}", "coh.definition: required"),
+])
+def test_malformed_aspect_yaml(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message):
+        load_aspects(write(tmp_path, text))
+
+
+def test_user_defined_aspect(tmp_path):
+    path = write(tmp_path, "task: generic\naspects:\n  politeness:\n    definition: the reply is polite.\n    scale: {values: [0, 1, 2]}\n")
+    aspect = load_aspects(path).get("politeness")
+    assert aspect.scale.texts == ("0", "1", "2") and aspect.criteria == "the reply is polite."
+
+
+def test_unknown_aspect_and_missing_file():
+    with pytest.raises(ConfigError, match="unknown aspect 'coolness'"):
+        load_aspects("summeval").get("coolness")
+    with pytest.raises(ConfigError, match="no file 'nope.yaml'"):
+        load_aspects("nope.yaml")
+
+
+def test_judge_config_errors_name_the_field():
+    with pytest.raises(ConfigError, match="method: unknown value 'magic'"):
+        JudgeConfig(method="magic")
+    with pytest.raises(ConfigError, match="backend.kind"):
+        JudgeConfig(backend={"kind": "tpu"})
+    with pytest.raises(ConfigError, match=r"gptscore: unknown field\(s\) \['directoin'\]"):
+        Judge(JudgeConfig(gptscore={"directoin": "src_hypo"}), backend=make_backend("char"))
+    with pytest.raises(ValueError, match=r"items\[1\].output: required"):
+        Judge(JudgeConfig(), backend=make_backend("char")).score([{"output": "a"}, {"source": "b"}])
+
+
+def test_scale_normalise():
+    scale = Scale.from_config({"min": 1, "max": 5}, "x")
+    assert scale.normalise(1) == 0 and scale.normalise(5) == 1 and scale.normalise(3) == 0.5
+
+
+def test_empty_output_is_a_counted_failure_not_a_zero():
+    judge = Judge(JudgeConfig(aspects=["coherence"]), backend=make_backend("char"))
+    [r] = judge.score([Item("   ", "source")])
+    assert r["coherence"].value is None and "empty" in r["coherence"].reason
+    assert judge.stats()["failures"] == {"output: empty text cannot be judged": 1}
+
+
+def test_cache_makes_rescoring_free_and_persists(tmp_path):
+    db = tmp_path / "judgments.sqlite"
+    backend = make_backend("char")
+    judge = Judge(JudgeConfig(aspects=["fluency"], cache={"path": str(db)}), backend=backend)
+    items = [Item("A summary.", "An article."), Item("Another.", "An article.")]
+    first = judge.score(items)
+    calls = []
+    backend.continuation_logprobs = lambda reqs: calls.append(reqs) or []
+    second = judge.score(items)
+    assert calls == [] and [r["fluency"].value for r in second] == [r["fluency"].value for r in first]
+    fresh = Judge(JudgeConfig(aspects=["fluency"], cache={"path": str(db), "memory": False}), backend=backend)
+    assert [r["fluency"].value for r in fresh.score(items)] == [r["fluency"].value for r in first]
+    assert fresh.cache.hits == 2

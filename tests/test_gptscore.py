@@ -1,0 +1,87 @@
+"""GPTScore against a plain per-sample reference computation, and its prompt boundary."""
+
+import pytest
+import torch
+
+from judge_reward import GPTScore, GPTScoreConfig, Item, load_aspects
+from judge_reward.prompts.gptscore import build_gptscore_prompt
+from tiny_models import make_backend
+
+ITEMS = [
+    Item(" The council met on Tuesday.", "The city council met on Tuesday to discuss the budget for next year.", "Council met."),
+    Item("A cat sat on a mat.", "A cat sat on the mat all afternoon and would not move.", "The cat sat."),
+    Item("Budget talks happened.", "The city council met on Tuesday to discuss the budget for next year.", "Talks."),
+]
+
+
+def reference_score(backend, context, continuation):
+    """The official scorer's recipe: tokenise prompt + text, mean log-prob of the text's tokens, batch 1, full logits."""
+    ids = backend.tokenizer(context + continuation)["input_ids"]
+    n_ctx = len(backend.tokenizer(context)["input_ids"])
+    with torch.no_grad():
+        logits = backend.model(torch.tensor([ids])).logits[0].float()
+    logp = torch.log_softmax(logits, -1)
+    scored = [logp[t - 1, ids[t]].item() for t in range(n_ctx, len(ids))]
+    return sum(scored) / len(scored)
+
+
+@pytest.mark.parametrize("style", ["char", "bpe", "bpe_bos"])
+@pytest.mark.parametrize("direction", ["src_hypo", "ref_hypo", "hypo_ref", "avg_f"])
+def test_gptscore_equals_reference(style, direction):
+    backend = make_backend(style, min_shared_tokens=4)
+    aspect = load_aspects("summeval").get("fluency")
+    scores = GPTScore(GPTScoreConfig(direction=direction)).score(backend, aspect, ITEMS)
+    for item, s in zip(ITEMS, scores):
+        pairs = {"src_hypo": [(item.source, item.output)], "ref_hypo": [(item.reference, item.output)],
+                 "hypo_ref": [(item.output, item.reference)]}
+        pairs["avg_f"] = pairs["ref_hypo"] + pairs["hypo_ref"]
+        expected = []
+        for cond, scored in pairs[direction]:
+            p = build_gptscore_prompt(aspect, cond, scored)
+            expected.append(reference_score(backend, p.context, p.continuation))
+        assert s.value == pytest.approx(sum(expected) / len(expected), abs=1e-4)
+        assert s.details["sum_logprob"] < 0
+
+
+def test_scored_tokens_are_what_the_model_writes_after_the_cue():
+    backend = make_backend("bpe")
+    aspect = load_aspects("summeval").get("coherence")
+    p = build_gptscore_prompt(aspect, "Some article.", "The summary.")
+    assert p.context.endswith("TL;DR:") and p.continuation == " The summary."
+    ids, start, boundary = backend.split_tokens(p.context, p.continuation)
+    assert boundary == "canonical"
+    # The first scored token carries the space, as the model would write it after the cue.
+    assert backend.tokenizer.convert_ids_to_tokens(ids[start:])[0].startswith("Ġ")
+    assert backend.tokenizer.decode(ids[start:]) == " The summary."
+
+
+def test_demonstrations_and_vanilla_change_the_prompt():
+    aspect = load_aspects("summeval").get("coherence")
+    with_demo = build_gptscore_prompt(aspect, "Doc.", "Sum.", demonstrations=(("Other doc.", "Other sum."),))
+    assert with_demo.context.count("TL;DR:") == 2 and "Other sum." in with_demo.context
+    vanilla = build_gptscore_prompt(aspect, "Doc.", "Sum.", instruction=False)
+    assert "TL;DR" not in vanilla.context and vanilla.context == "Doc."
+
+
+def test_long_source_is_truncated_never_the_output():
+    backend = make_backend("char", max_length=400)
+    aspect = load_aspects("summeval").get("coherence")
+    item = Item("The short summary.", "word " * 300)
+    [s] = GPTScore().score(backend, aspect, [item])
+    assert s.value is not None and s.details["truncated_source_tokens"][0] > 1000
+    too_long = Item("x" * 500, "doc")
+    [f] = GPTScore().score(backend, aspect, [too_long])
+    assert f.value is None and "never truncated" in f.reason
+
+
+def test_dialogue_prompt_scores_yes():
+    aspect = load_aspects("topical_chat").get("engagingness")
+    p = build_gptscore_prompt(aspect, "Hi there \n Hello", "I love that band!")
+    assert p.continuation == " Yes" and "engaging" in p.context and p.shared in p.context
+
+
+def test_reference_directions_need_a_reference():
+    backend = make_backend("char")
+    aspect = load_aspects("summeval").get("coherence")
+    [s] = GPTScore(GPTScoreConfig(direction="ref_hypo")).score(backend, aspect, [Item("out", "src")])
+    assert s.value is None and "reference" in s.reason
