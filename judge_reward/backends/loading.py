@@ -16,6 +16,7 @@ keyed by the file's content hash; later loads take a few seconds.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.metadata
 import logging
@@ -51,14 +52,20 @@ class ModelSource:
         return self.spec
 
 
-def _file_digest(path: Path) -> str:
-    """A cheap, stable digest of a large file: its size and hashes of its first and last MiB."""
-    stat = path.stat()
-    h = hashlib.sha256(str(stat.st_size).encode())
+def _file_digest(path: Path, samples: int = 16) -> str:
+    """A cheap, stable digest of a large file: its size and 1 MiB read at evenly spaced offsets.
+
+    Reading the whole file (hundreds of MB) on every start would cost more than loading it; 16
+    samples spread over the file make two same-sized files with different weights collide only if
+    they agree everywhere sampled.
+    """
+    size = path.stat().st_size
+    h = hashlib.sha256(str(size).encode())
+    block = 1 << 20
     with path.open("rb") as fh:
-        h.update(fh.read(1 << 20))
-        fh.seek(max(0, stat.st_size - (1 << 20)))
-        h.update(fh.read(1 << 20))
+        for k in range(samples):
+            fh.seek(max(0, (size - block) * k // max(1, samples - 1)))
+            h.update(fh.read(block))
     return h.hexdigest()[:16]
 
 
@@ -88,7 +95,7 @@ def resolve_model(spec: str) -> ModelSource:
             return ModelSource(spec, gguf=_smollm2_gguf())
         raise ValueError(f"model: unknown embedded model {name!r}; choose one of {EMBEDDED}")
     path = Path(spec).expanduser()
-    if path.is_file() and path.suffix == ".gguf":
+    if path.is_file() and path.suffix.lower() == ".gguf":
         return ModelSource(spec, gguf=path.resolve())
     if path.is_dir() and (path / "config.json").exists():
         return ModelSource(spec, directory=path.resolve())
@@ -98,21 +105,38 @@ def resolve_model(spec: str) -> ModelSource:
     )
 
 
+def _complete(directory: Path) -> bool:
+    return (directory / "config.json").exists() and any(directory.glob("*.safetensors"))
+
+
 def converted_directory(source: ModelSource) -> Path:
-    """A dense copy of a GGUF model (converted on first use), or the model's own directory."""
+    """A dense copy of a GGUF model (converted on first use), or the model's own directory.
+
+    Several processes (training ranks on a cold cache) may ask at once: a file lock lets one
+    convert while the others wait and then reuse its copy.
+    """
     if source.directory is not None:
         return source.directory
     assert source.gguf is not None
     target = cache_root() / "converted" / _file_digest(source.gguf)
-    if (target / "config.json").exists() and any(target.glob("*.safetensors")):
+    if _complete(target):
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(target.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _complete(target):
+            _convert(source.gguf, target)
+    return target
+
+
+def _convert(gguf: Path, target: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    log.warning("Converting %s to a dense checkpoint once (dequantising GGUF, ~1 min)", source.gguf.name)
-    kwargs = {"gguf_file": source.gguf.name}
-    tokenizer = AutoTokenizer.from_pretrained(str(source.gguf.parent), **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(str(source.gguf.parent), dtype=torch.float32, **kwargs)
+    log.warning("Converting %s to a dense checkpoint once (dequantising GGUF, ~1 min)", gguf.name)
+    kwargs = {"gguf_file": gguf.name}
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), dtype=torch.float32, **kwargs)
     # The dequantised weights are plain tensors; drop the GGUF quantiser so the copy saves and
     # later loads as an ordinary checkpoint.
     model.hf_quantizer = None
@@ -120,9 +144,10 @@ def converted_directory(source: ModelSource) -> Path:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    if tmp.exists():  # left by a crashed run that had the same pid
+        shutil.rmtree(tmp)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     if target.exists():  # a half-written copy from an interrupted run
         shutil.rmtree(target)
     tmp.replace(target)
-    return target

@@ -1,0 +1,80 @@
+"""Integration tests with the real embedded judge (Gemma 3 270M). Marked slow: one load per session."""
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from judge_reward import GEval, GPTScore, Item, load_aspects
+from judge_reward.backends.base import CandidateRequest
+from judge_reward.prompts.geval import build_geval_prompt
+
+pytestmark = pytest.mark.slow
+
+
+def damaged(text: str, seed: int) -> str:
+    words = text.split()
+    random.Random(seed).shuffle(words)
+    return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def summeval_docs(shared_data):
+    rows = json.loads((shared_data / "summeval" / "summeval.json").read_text())
+    return rows[:160]
+
+
+def test_bos_once_and_gemma_digit_tokens(gemma_backend):
+    tok = gemma_backend.tokenizer
+    ids = gemma_backend.encode("Hello")
+    assert ids[0] == tok.bos_token_id and ids.count(tok.bos_token_id) == 1
+    assert len(tok(" 1", add_special_tokens=False)["input_ids"]) == 2  # the accident the candidates module handles
+    [res] = gemma_backend.candidate_logprobs([CandidateRequest("- Coherence: ", ("1", "2", "3", "4", "5"))])
+    assert res.details["candidate_tokens"] == [1, 1, 1, 1, 1]  # the slot's space is in the shared prefix
+
+
+def test_gptscore_separates_good_from_damaged_summaries(gemma_backend, summeval_docs):
+    aspect = load_aspects("summeval").get("fluency")
+    best = sorted(summeval_docs, key=lambda r: -r["scores"]["fluency"])[:10]
+    items = [Item(r["system_output"], r["source"]) for r in best]
+    items += [Item(damaged(r["system_output"], k), r["source"]) for k, r in enumerate(best)]
+    scores = [s.value for s in GPTScore().score(gemma_backend, aspect, items)]
+    wins = sum(good > bad for good, bad in zip(scores[:10], scores[10:]))
+    assert wins == 10, scores
+
+
+def test_geval_on_real_model_is_a_valid_distribution_and_the_slot_space_matters(gemma_backend, summeval_docs):
+    aspect = load_aspects("summeval").get("coherence")
+    items = [Item(r["system_output"], r["source"]) for r in summeval_docs[:4]]
+    scores = GEval().score(gemma_backend, aspect, items)
+    for s in scores:
+        assert 1.0 <= s.value <= 5.0
+        assert sum(s.details["distribution"].values()) == pytest.approx(1.0)
+        assert s.details["mass"] > 0.5
+    prompt = build_geval_prompt(aspect, items[0].source, items[0].output, aspect.steps).text
+    [no_space] = gemma_backend.candidate_logprobs([CandidateRequest(prompt.rstrip(), aspect.scale.texts)])
+    import math
+    assert sum(math.exp(x) for x in no_space.logprobs) < 0.05 < scores[0].details["mass"]
+
+
+def test_cli_score_end_to_end(tmp_path, summeval_docs):
+    src = tmp_path / "in.jsonl"
+    with src.open("w") as fh:
+        for r in summeval_docs[:3]:
+            fh.write(json.dumps({"id": r["system_id"], "source": r["source"], "output": r["system_output"]}) + "\n")
+    fh = tmp_path / "out.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "judge_reward.cli", "score", str(src), "-o", str(fh), "--aspects", "coherence,fluency",
+         "--method", "gptscore,geval"],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = [json.loads(line) for line in fh.read_text().splitlines()]
+    assert [o["id"] for o in out] == [r["system_id"] for r in summeval_docs[:3]]
+    for o in out:
+        assert set(o["scores"]) == {"gptscore/coherence", "gptscore/fluency", "geval/coherence", "geval/fluency"}
+        assert o["scores"]["gptscore/coherence"] < 0 and 1 <= o["scores"]["geval/fluency"] <= 5
+        assert "mass" in o["details"]["geval/coherence"]
+    assert "failures" in proc.stderr and "items/s" in proc.stderr
