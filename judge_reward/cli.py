@@ -131,6 +131,14 @@ def steps(
 
 
 # --- commands contributed by other modules ---
+from .cli_metaeval import meta_eval  # noqa: E402
+app.command("meta-eval")(meta_eval)
+from .service.server import serve_command  # noqa: E402
+app.command("serve")(serve_command)
+from trainers.cli import label_pairs_command, train_command  # noqa: E402
+app.command("train")(train_command); app.command("label-pairs")(label_pairs_command)  # noqa: E702
+from bias_audit.cli import audit_command  # noqa: E402
+app.command("audit")(audit_command)
 
 
 if __name__ == "__main__":
