@@ -130,4 +130,9 @@ class CorrelationCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step % self.config.every_n_steps == 0 and state.is_world_process_zero:
+            # trainer.log clears control.should_log; keep the trainer's own decision for this step,
+            # or its loss/grad_norm row would be dropped whenever the probe fires.
+            should_log = control.should_log
             self._log(state)
+            control.should_log = should_log
+            self.trainer.control.should_log = should_log

@@ -1,0 +1,45 @@
+"""TRL integration: the judge as a reward for GRPO, RLOO, OnlineDPO, DPO (labelled pairs) and PPO.
+
+Public API (one file per integration, imported lazily so ``import trainers`` stays cheap and
+does not need TRL's optional trainers until they are used):
+
+* :class:`JudgeReward`, :class:`AsyncJudgeReward`, :class:`JudgeRewardConfig`: reward functions
+  for ``reward_funcs`` (``trainers/reward.py``);
+* :class:`JudgeOnlineDPOTrainer` (``trainers/online_dpo.py``);
+* :class:`JudgeRewardModel`: the PPO reward-model adapter (``trainers/ppo.py``);
+* :func:`label_pairs`, :class:`PairLabelConfig`: judge-labelled preference pairs for DPO
+  (``trainers/pairs.py``);
+* :class:`JudgeMetricsCallback`, :func:`attach_judge_metrics`, :class:`CorrelationCallback`
+  (``trainers/callbacks.py``).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "JudgeReward": "reward",
+    "AsyncJudgeReward": "reward",
+    "JudgeRewardConfig": "reward",
+    "NORMALISATIONS": "reward",
+    "JudgeOnlineDPOTrainer": "online_dpo",
+    "JudgeRewardModel": "ppo",
+    "label_pairs": "pairs",
+    "PairLabeler": "pairs",
+    "PairLabelConfig": "pairs",
+    "generate_candidates": "pairs",
+    "JudgeMetricsCallback": "callbacks",
+    "attach_judge_metrics": "callbacks",
+    "CorrelationCallback": "callbacks",
+    "CorrelationCallbackConfig": "callbacks",
+    "TrainRunConfig": "run",
+    "run_training": "run",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

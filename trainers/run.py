@@ -1,0 +1,311 @@
+"""``judge-reward train``: a small, real RL job from one YAML file (see ``configs/train/``).
+
+::
+
+    trainer: grpo                        # grpo | rloo | online_dpo
+    judge: default                       # judge YAML (path or built-in name), or an inline mapping
+    reward: {aspects: [coherence], normalise: unit}       # JudgeRewardConfig
+    per_aspect: false                    # one reward function per aspect (then weigh with training.reward_weights)
+    data: {summeval: /work/shared/data/summeval/summeval.json, num_prompts: 4, max_source_words: 120}
+    policy: {model: tiny}                # PolicyConfig
+    training: {max_steps: 4, num_generations: 4, ...}     # GRPOConfig / RLOOConfig / OnlineDPOConfig fields
+    wandb: {mode: offline, project: judge-reward}
+    probe: {summeval: ..., docs: 4, every_n_steps: 2}     # optional CorrelationCallback
+
+Every section is validated up front and a bad field is reported by its path and value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from judge_reward.aspects import ConfigError
+
+from .policy import PolicyConfig
+from .reward import JudgeRewardConfig
+
+TRAINERS = ("grpo", "rloo", "online_dpo")
+DEFAULT_TEMPLATE = "Summarize the following news article in one or two sentences.\n\nArticle: {source}\n\nSummary:"
+
+
+def _section(cls, raw: Any, where: str):
+    if raw is None:
+        return cls()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {raw!r}")
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
+    try:
+        return cls(**raw)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+@dataclass
+class DataConfig:
+    """Prompts: SummEval articles, or a JSONL file with ``prompt`` (and ``source``/``reference``) rows."""
+
+    summeval: str | None = None
+    """Path to ``summeval.json``; one prompt per distinct article, in file order."""
+    jsonl: str | None = None
+    """Path to a JSONL file of ``{prompt, source?, reference?}`` rows (instead of ``summeval``)."""
+    num_prompts: int = 8
+    max_source_words: int | None = 150
+    """Cut each article to this many words (keeps the tiny CPU run short); ``null`` keeps it whole."""
+    prompt_template: str = DEFAULT_TEMPLATE
+    """SummEval only: how an article becomes a prompt (``{source}`` is replaced)."""
+    conversational: bool = False
+    """Give the prompt as a chat user message (the policy's chat template applies)."""
+
+    def __post_init__(self):
+        if (self.summeval is None) == (self.jsonl is None):
+            raise ConfigError("data: give exactly one of summeval (path) or jsonl (path)")
+        path = self.summeval or self.jsonl
+        if not Path(path).is_file():
+            raise ConfigError(f"data.{'summeval' if self.summeval else 'jsonl'}: no file at {path!r}")
+        if not isinstance(self.num_prompts, int) or self.num_prompts < 1:
+            raise ConfigError(f"data.num_prompts: expected a positive integer, got {self.num_prompts!r}")
+        if self.max_source_words is not None and (not isinstance(self.max_source_words, int) or self.max_source_words < 1):
+            raise ConfigError(f"data.max_source_words: expected a positive integer or null, got {self.max_source_words!r}")
+        if "{source}" not in self.prompt_template:
+            raise ConfigError(f"data.prompt_template: must contain '{{source}}', got {self.prompt_template!r}")
+
+
+@dataclass
+class ProbeConfig:
+    """A human-rated probe set for :class:`~trainers.callbacks.CorrelationCallback`."""
+
+    summeval: str
+    docs: int = 4
+    """First N SummEval documents (16 rated summaries each)."""
+    every_n_steps: int = 2
+    aspects: list[str] | None = None
+    at_train_begin: bool = True
+
+
+@dataclass
+class TrainRunConfig:
+    """One training run (see the module docstring for the YAML form)."""
+
+    data: DataConfig
+    trainer: str = "grpo"
+    judge: Any = "default"
+    reward: JudgeRewardConfig = field(default_factory=JudgeRewardConfig)
+    per_aspect: bool = False
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    training: dict = field(default_factory=dict)
+    wandb: dict = field(default_factory=lambda: {"mode": "offline", "project": "judge-reward"})
+    probe: ProbeConfig | None = None
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, **overrides) -> "TrainRunConfig":
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config: no file at {str(path)!r}")
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML: {err}") from None
+        return cls.from_dict(raw, str(path), **overrides)
+
+    @classmethod
+    def from_dict(cls, raw: dict, where: str = "config", **overrides) -> "TrainRunConfig":
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: expected a mapping at the top level, got {type(raw).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ConfigError(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
+        if "data" not in raw:
+            raise ConfigError(f"{where}: data: required section is missing")
+        trainer = raw.get("trainer", "grpo")
+        if trainer not in TRAINERS:
+            raise ConfigError(f"{where}: trainer: unknown value {trainer!r}; choose one of {TRAINERS}")
+        training = dict(raw.get("training") or {})
+        if not isinstance(raw.get("training", {}), (dict, type(None))):
+            raise ConfigError(f"{where}: training: expected a mapping of trainer arguments, got {raw['training']!r}")
+        training.update({k: v for k, v in overrides.items() if v is not None})
+        wandb = raw.get("wandb", {"mode": "offline", "project": "judge-reward"})
+        if not isinstance(wandb, dict) or set(wandb) - {"mode", "project", "name"}:
+            raise ConfigError(f"{where}: wandb: expected a mapping with mode/project/name, got {wandb!r}")
+        if wandb.get("mode", "offline") not in ("offline", "online", "disabled"):
+            raise ConfigError(f"{where}: wandb.mode: unknown value {wandb.get('mode')!r}; choose offline, online or disabled")
+        return cls(
+            data=_section(DataConfig, raw["data"], f"{where}: data"),
+            trainer=trainer,
+            judge=raw.get("judge", "default"),
+            reward=_section(JudgeRewardConfig, raw.get("reward"), f"{where}: reward"),
+            per_aspect=bool(raw.get("per_aspect", False)),
+            policy=_section(PolicyConfig, raw.get("policy"), f"{where}: policy"),
+            training=training,
+            wandb=wandb,
+            probe=_section(ProbeConfig, raw["probe"], f"{where}: probe") if raw.get("probe") else None,
+        )
+
+
+def load_prompts(data: DataConfig) -> list[dict]:
+    """Dataset rows ``{prompt, source, reference}`` for the configured prompts."""
+    rows = []
+    if data.summeval:
+        records = json.loads(Path(data.summeval).read_text())
+        seen = set()
+        for k, rec in enumerate(records):
+            if rec.get("doc_id") in seen:
+                continue
+            for key in ("doc_id", "source"):
+                if not isinstance(rec.get(key), str):
+                    raise ConfigError(f"data.summeval: {data.summeval}: record {k}.{key}: expected text, got {rec.get(key)!r:.60}")
+            seen.add(rec["doc_id"])
+            words = rec["source"].split()
+            source = " ".join(words[: data.max_source_words] if data.max_source_words else words)
+            rows.append({"prompt": data.prompt_template.format(source=source), "source": source,
+                         "reference": rec.get("reference")})
+            if len(rows) == data.num_prompts:
+                break
+    else:
+        for n, line in enumerate(Path(data.jsonl).read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ConfigError(f"data.jsonl: {data.jsonl}:{n}: not valid JSON ({err.msg})") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get("prompt"), str):
+                raise ConfigError(f"data.jsonl: {data.jsonl}:{n}: field 'prompt' (text) is required")
+            rows.append({"prompt": rec["prompt"], "source": rec.get("source") or rec["prompt"],
+                         "reference": rec.get("reference")})
+            if len(rows) == data.num_prompts:
+                break
+    if not rows:
+        raise ConfigError("data: no prompts were read")
+    if data.conversational:
+        for r in rows:
+            r["prompt"] = [{"role": "user", "content": r["prompt"]}]
+    if all(r["reference"] is None for r in rows):
+        for r in rows:
+            del r["reference"]
+    return rows
+
+
+def _trainer_args(cls, training: dict, output_dir: str, report_wandb: bool):
+    import torch
+
+    args = {"output_dir": output_dir, "logging_steps": 1, "save_strategy": "no",
+            "report_to": ["wandb"] if report_wandb else [], "disable_tqdm": False}
+    if not torch.cuda.is_available():
+        args.update(use_cpu=True, bf16=False)
+    args.update(training)
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(args) - known)
+    if unknown:
+        raise ConfigError(f"training: unknown field(s) {unknown} for {cls.__name__}")
+    try:
+        return cls(**args)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"training: {err}") from None
+
+
+def build_trainer(config: TrainRunConfig, judge=None, output_dir: str | None = None, callbacks=()):
+    """(trainer, reward functions, probe callback) for a run config; ``judge`` overrides ``config.judge``."""
+    from datasets import Dataset
+
+    from judge_reward import Judge
+
+    from .policy import load_policy
+    from .reward import JudgeReward
+
+    rows = load_prompts(config.data)
+    if judge is None:
+        judge = Judge.from_config(config.judge)
+    if config.per_aspect:
+        rewards = JudgeReward.per_aspect(judge, config.reward)
+    else:
+        rewards = [JudgeReward(judge, config.reward)]
+    texts = [r["source"] for r in rows] + [config.data.prompt_template]
+    model, tokenizer = load_policy(config.policy, texts)
+    output_dir = output_dir or config.training.get("output_dir") or f"reports/train/{config.trainer}"
+    report_wandb = config.wandb.get("mode", "offline") != "disabled"
+    dataset = Dataset.from_list(rows)
+    training = {k: v for k, v in config.training.items() if k != "output_dir"}
+    if config.trainer == "grpo":
+        from trl import GRPOConfig, GRPOTrainer
+
+        args = _trainer_args(GRPOConfig, training, output_dir, report_wandb)
+        trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=args, train_dataset=dataset,
+                              processing_class=tokenizer, callbacks=list(callbacks))
+    elif config.trainer == "rloo":
+        from trl import RLOOConfig, RLOOTrainer
+
+        args = _trainer_args(RLOOConfig, training, output_dir, report_wandb)
+        trainer = RLOOTrainer(model=model, reward_funcs=rewards, args=args, train_dataset=dataset,
+                              processing_class=tokenizer, callbacks=list(callbacks))
+    else:
+        from .online_dpo import JudgeOnlineDPOTrainer, OnlineDPOConfig
+
+        args = _trainer_args(OnlineDPOConfig, training, output_dir, report_wandb)
+        trainer = JudgeOnlineDPOTrainer(model=model, reward_funcs=rewards, args=args, train_dataset=dataset,
+                                        processing_class=tokenizer, callbacks=list(callbacks))
+    probe_cb = None
+    if config.probe is not None:
+        from judge_reward.metaeval.datasets import load_summeval
+
+        from .callbacks import CorrelationCallback, CorrelationCallbackConfig
+
+        probe = load_summeval(config.probe.summeval).first_groups(config.probe.docs)
+        cb_config = CorrelationCallbackConfig(
+            every_n_steps=config.probe.every_n_steps, at_train_begin=config.probe.at_train_begin,
+            aspects=tuple(config.probe.aspects) if config.probe.aspects else None,
+        )
+        probe_cb = CorrelationCallback(judge, probe, cb_config).attach(trainer)
+    return trainer, rewards, probe_cb
+
+
+def run_training(config: TrainRunConfig, output_dir: str | None = None, judge=None) -> dict:
+    """Train, then return a summary: runtime, final logged metrics, judge stats, W&B check."""
+    mode = config.wandb.get("mode", "offline")
+    output_dir = output_dir or config.training.get("output_dir") or f"reports/train/{config.trainer}"
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    if mode != "disabled":
+        os.environ["WANDB_MODE"] = mode
+        os.environ.setdefault("WANDB_DIR", str(Path(output_dir).resolve()))
+        os.environ.setdefault("WANDB_PROJECT", config.wandb.get("project", "judge-reward"))
+        if config.wandb.get("name"):
+            os.environ["WANDB_NAME"] = config.wandb["name"]
+    start = time.perf_counter()
+    trainer, rewards, _ = build_trainer(config, judge=judge, output_dir=output_dir)
+    built = time.perf_counter()
+    trainer.train()
+    trained = time.perf_counter()
+    summary: dict[str, Any] = {
+        "trainer": config.trainer,
+        "output_dir": output_dir,
+        "seconds_setup": built - start,
+        "seconds_train": trained - built,
+        "steps": trainer.state.global_step,
+        "log_history": trainer.state.log_history,
+        "rewards": [r.stats() for r in rewards],
+    }
+    if mode == "offline":
+        import wandb
+
+        if wandb.run is not None:
+            from .wandb_files import finish_run, read_history
+
+            run_dir = finish_run()
+            history = read_history(run_dir)
+            keys = sorted({k for row in history for k in row if k.startswith("train/judge/")})
+            summary["wandb"] = {"run_dir": str(run_dir), "rows": len(history), "judge_keys": keys}
+    (Path(output_dir) / "train_summary.json").write_text(json.dumps(
+        {**summary, "config": asdict(config)}, indent=2, default=str))
+    return summary
