@@ -1,0 +1,324 @@
+"""Load test of the reward service: many concurrent clients, every answer checked against its own input.
+
+A tiny random judge (the test suite's Llama with a small BPE vocabulary, saved to a temporary directory) is served by
+the real ``judge-reward serve`` command in a subprocess on loopback. ``--clients`` concurrent clients
+each send ``--requests`` requests of 1..``--max-items`` items that share a source (like the G
+completions of one GRPO prompt); a share of them (``--openrlhf-share``) use OpenRLHF's
+``/get_reward``, the rest ``/v1/score``. Every answer is compared with the in-process score of the
+request's own items (same weights), so a lost, failed, swapped or mismatched answer is counted.
+
+Reported: lost / mismatched / rejected requests, latency p50/p90/p99, requests and items per
+second, and the batch sizes the server achieved (from its ``/metrics`` and from each answer).
+
+Usage::
+
+    python benchmarks/service_load.py                       # 64 clients x 1000 requests
+    python benchmarks/service_load.py --clients 8 --requests 20 --json out.json
+
+Only loopback is used; the server is stopped (SIGTERM, graceful) at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import httpx  # noqa: E402
+
+WORDS = ("council park river lane budget school rain storm market bridge vote mayor road tree "
+         "library museum train station harbour festival").split()
+
+
+@dataclass
+class LoadConfig:
+    """One load-test run."""
+
+    clients: int = 64
+    """Concurrent clients, each sending its requests one after another."""
+    requests: int = 1000
+    """Requests per client."""
+    max_items: int = 4
+    """Items per request are drawn from 1..max_items (one source per request)."""
+    sources: int = 8
+    """Distinct sources (articles); requests for the same source share its prompt prefix."""
+    unique: int = 2048
+    """Size of the pool of distinct items requests are drawn from (each scored in-process once)."""
+    openrlhf_share: float = 0.25
+    """Fraction of requests sent to /get_reward instead of /v1/score."""
+    method: str = "gptscore"
+    aspect: str = "coherence"
+    max_batch_size: int = 256
+    max_wait_ms: float = 10.0
+    tokenizer: str = "bpe"
+    """Tiny judge's tokenizer: ``bpe`` (shorter sequences) or ``char``."""
+    tolerance: float = 1e-4
+    """Largest |service - in-process| difference accepted (batch composition changes float sums)."""
+    seed: int = 0
+    timeout_s: float = 300.0
+    torch_threads: int = 1
+    """Torch threads of the server (0: torch's default). One is fastest on a small, shared CPU."""
+
+
+@dataclass
+class LoadReport:
+    config: dict
+    requests: int = 0
+    """Requests that got an HTTP answer (any status)."""
+    attempted: int = 0
+    ok: int = 0
+    lost: int = 0
+    """Requests without a 200 answer (errors, timeouts, 5xx)."""
+    rejected: int = 0
+    """503 answers (queue full); counted in ``lost`` too."""
+    mismatched: int = 0
+    """200 answers whose values, ids or lengths differ from the in-process scores of their own items."""
+    items: int = 0
+    seconds: float = 0.0
+    latency_ms: dict = field(default_factory=dict)
+    requests_per_s: float = 0.0
+    items_per_s: float = 0.0
+    batch_items_mean: float = 0.0
+    """Mean items per judge call, from the server's judge_reward_batch_items histogram."""
+    batch_requests_mean: float = 0.0
+    judge_calls: int = 0
+    batch_items_seen: dict = field(default_factory=dict)
+    """Percentiles of the batch size each answered request ran in."""
+    errors: list = field(default_factory=list)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def save_tiny_judge(directory: Path, cfg: LoadConfig) -> Path:
+    """Write the tiny model and a judge YAML pointing at it; return the YAML path."""
+    from tiny_models import make_model, make_tokenizer
+
+    tok = make_tokenizer(cfg.tokenizer)
+    model = make_model(tok, "llama", seed=cfg.seed)
+    model.save_pretrained(directory / "model")
+    tok.save_pretrained(directory / "model")
+    yaml_path = directory / "judge.yaml"
+    yaml_path.write_text(
+        "backend: {kind: hf, model: %s, device: cpu, dtype: float32, progress: false}\n"
+        "aspects_file: summeval\naspects: [%s]\nmethod: %s\ncache: {memory: false}\n"
+        % (json.dumps(str(directory / "model")), cfg.aspect, cfg.method)
+    )
+    return yaml_path
+
+
+def make_pool(cfg: LoadConfig) -> tuple[list[str], list[list[str]]]:
+    rng = random.Random(cfg.seed)
+    sources = [" ".join(rng.choice(WORDS) for _ in range(40)).capitalize() + "." for _ in range(cfg.sources)]
+    per_source = max(1, cfg.unique // cfg.sources)
+    outputs = [[f"{k}. " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 12))) + "."
+                for k in range(per_source)] for _ in sources]
+    return sources, outputs
+
+
+def expected_scores(yaml_path: Path, cfg: LoadConfig, sources, outputs) -> dict[tuple[int, int], tuple[float, float]]:
+    """In-process (value, reward) of every pool item, same weights as the server."""
+    from tqdm.auto import tqdm
+
+    from judge_reward.judge import Judge
+    from judge_reward.methods.base import Item
+
+    judge = Judge.from_config(yaml_path)
+    aspect = judge.aspect_set.get(cfg.aspect)
+    table = {}
+    with tqdm(total=sum(map(len, outputs)), desc="in-process scores", unit="item") as bar:
+        for s, source in enumerate(sources):
+            for lo in range(0, len(outputs[s]), 64):
+                chunk = outputs[s][lo:lo + 64]
+                for k, res in enumerate(judge.score([Item(o, source) for o in chunk])):
+                    value = res[cfg.aspect].value
+                    reward = value if cfg.method == "gptscore" else aspect.scale.normalise(value)
+                    table[(s, lo + k)] = (value, reward)
+                bar.update(len(chunk))
+    return table
+
+
+def start_server(yaml_path: Path, cfg: LoadConfig, port: int, log_path: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "judge_reward.cli", "serve", "--config", str(yaml_path), "--port", str(port),
+           "--max-batch-size", str(cfg.max_batch_size), "--max-wait-ms", str(cfg.max_wait_ms),
+           "--log-level", "warning"] + (["--torch-threads", str(cfg.torch_threads)] if cfg.torch_threads else [])
+    log = log_path.open("w")
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with code {proc.returncode} before it was ready")
+        try:
+            if httpx.get(url + "/ready", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"server not ready after {timeout:.0f}s")
+
+
+def parse_metric(text: str, name: str) -> float:
+    m = re.search(rf"^{re.escape(name)} ([0-9.e+-]+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+async def drive(url: str, cfg: LoadConfig, sources, outputs, expected, report: LoadReport, bar) -> list[float]:
+    latencies: list[float] = []
+    batch_seen: list[int] = []
+    limits = httpx.Limits(max_connections=cfg.clients, max_keepalive_connections=cfg.clients)
+    async with httpx.AsyncClient(base_url=url, timeout=cfg.timeout_s, limits=limits) as http:
+
+        async def client(c: int):
+            rng = random.Random(cfg.seed * 7919 + c)
+            for j in range(cfg.requests):
+                s = rng.randrange(len(sources))
+                picks = rng.sample(range(len(outputs[s])), min(rng.randint(1, cfg.max_items), len(outputs[s])))
+                openrlhf = rng.random() < cfg.openrlhf_share
+                if openrlhf:
+                    # OpenRLHF sends prompt + response; the service cuts the response out again.
+                    prompt = sources[s]
+                    body = {"query": [prompt + " " + outputs[s][k] + "<|endoftext|>" for k in picks],
+                            "prompts": [prompt] * len(picks)}
+                    path = "/get_reward"
+                else:
+                    body = {"items": [{"source": sources[s], "output": outputs[s][k], "id": f"{s}:{k}"} for k in picks],
+                            "details": False}
+                    path = "/v1/score"
+                start = time.perf_counter()
+                report.attempted += 1
+                try:
+                    resp = await http.post(path, json=body)
+                except httpx.HTTPError as err:
+                    report.lost += 1
+                    report.errors.append(f"client {c} request {j}: {type(err).__name__}: {err}")
+                    bar.update(1)
+                    continue
+                latencies.append(time.perf_counter() - start)
+                report.requests += 1
+                report.items += len(picks)
+                bar.update(1)
+                if resp.status_code != 200:
+                    report.lost += 1
+                    report.rejected += resp.status_code == 503
+                    report.errors.append(f"client {c} request {j}: HTTP {resp.status_code}: {resp.text[:200]}")
+                    continue
+                answer = resp.json()
+                if not check(answer, openrlhf, s, picks, sources, outputs, expected, cfg):
+                    report.mismatched += 1
+                    report.errors.append(f"client {c} request {j}: mismatch: {json.dumps(answer)[:300]}")
+                    continue
+                report.ok += 1
+                if not openrlhf:
+                    batch_seen.extend(b["items"] for b in answer["batches"])
+
+        await asyncio.gather(*(client(c) for c in range(cfg.clients)))
+    if batch_seen:
+        q = statistics.quantiles(batch_seen, n=100, method="inclusive")
+        report.batch_items_seen = {"p10": q[9], "p50": q[49], "p90": q[89], "max": max(batch_seen)}
+    return latencies
+
+
+def check(answer, openrlhf, s, picks, sources, outputs, expected, cfg) -> bool:
+    want = [expected[(s, k)] for k in picks]
+    if openrlhf:
+        rewards = answer.get("rewards")
+        if not isinstance(rewards, list) or len(rewards) != len(picks) or any(answer["failures"]):
+            return False
+        return all(abs(r - w[1]) <= cfg.tolerance for r, w in zip(rewards, want))
+    results = answer.get("results")
+    if not isinstance(results, list) or len(results) != len(picks):
+        return False
+    for res, k, (value, reward) in zip(results, picks, want):
+        got = res["scores"][cfg.aspect]["value"]
+        if res["id"] != f"{s}:{k}" or got is None or abs(got - value) > cfg.tolerance:
+            return False
+        if abs(res["reward"] - reward) > cfg.tolerance:
+            return False
+    return True
+
+
+def run(cfg: LoadConfig, workdir: Path | None = None) -> LoadReport:
+    from tqdm.auto import tqdm
+
+    report = LoadReport(config=asdict(cfg))
+    if cfg.torch_threads:
+        import torch
+
+        torch.set_num_threads(cfg.torch_threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(workdir or tmp)
+        yaml_path = save_tiny_judge(work, cfg)
+        sources, outputs = make_pool(cfg)
+        expected = expected_scores(yaml_path, cfg, sources, outputs)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        proc = start_server(yaml_path, cfg, port, work / "server.log")
+        try:
+            wait_ready(url, proc, 300)
+            total = cfg.clients * cfg.requests
+            with tqdm(total=total, desc=f"{cfg.clients} clients", unit="req") as bar:
+                start = time.perf_counter()
+                latencies = asyncio.run(drive(url, cfg, sources, outputs, expected, report, bar))
+                report.seconds = time.perf_counter() - start
+            report.lost += total - report.attempted  # requests never sent (a client crashed)
+            metrics = httpx.get(url + "/metrics", timeout=10).text
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if latencies:
+            q = statistics.quantiles(latencies, n=100, method="inclusive")
+            report.latency_ms = {"p50": 1e3 * q[49], "p90": 1e3 * q[89], "p99": 1e3 * q[98], "max": 1e3 * max(latencies)}
+        report.requests_per_s = report.requests / max(report.seconds, 1e-9)
+        report.items_per_s = report.items / max(report.seconds, 1e-9)
+        calls = parse_metric(metrics, "judge_reward_batch_items_count")
+        report.judge_calls = int(calls)
+        report.batch_items_mean = parse_metric(metrics, "judge_reward_batch_items_sum") / max(calls, 1)
+        report.batch_requests_mean = parse_metric(metrics, "judge_reward_batch_requests_sum") / max(calls, 1)
+        report.errors = report.errors[:20]
+    return report
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    defaults = LoadConfig()
+    for name, value in asdict(defaults).items():
+        p.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
+    p.add_argument("--json", type=Path, help="write the report here too")
+    args = vars(p.parse_args(argv))
+    out = args.pop("json")
+    cfg = LoadConfig(**args)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    report = run(cfg)
+    text = json.dumps(asdict(report), indent=2)
+    print(text)
+    if out:
+        out.write_text(text + "\n")
+    return 0 if report.lost == 0 and report.mismatched == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""Client of the reward service, and a TRL reward function that gets its rewards from it.
+
+``ServiceRewardFunction`` is an async callable, which TRL's ``GRPOTrainer`` (1.16) runs on its own
+event loop, concurrently with the other async reward functions::
+
+    from judge_reward.service import ServiceRewardConfig, ServiceRewardFunction
+    judge = ServiceRewardFunction(ServiceRewardConfig(url="http://judge-host:8080", aspects=["coherence"]))
+    trainer = GRPOTrainer(model=..., reward_funcs=[judge], ...)
+
+A completion the judge cannot score gets ``None`` (TRL turns it into NaN and leaves it out of the
+group baseline) and its reason is counted in :attr:`ServiceRewardFunction.failures`; when the
+service cannot be reached after the retries, the whole call returns ``None`` rewards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import weakref
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import httpx
+
+from ..methods.base import Item
+from .config import ServiceRewardConfig
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = (429, 502, 503, 504)
+
+
+class ServiceError(RuntimeError):
+    """The service refused the request or could not be reached; ``status`` is the HTTP code (None: no answer)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class RemoteScore:
+    """One item's answer from ``/v1/score``."""
+
+    reward: float | None
+    failure: str | None
+    scores: dict[str, dict]
+    id: str | int | None = None
+
+
+class JudgeServiceClient:
+    """Async client of ``/v1/score`` with timeouts, retries and request splitting.
+
+    An ``httpx.AsyncClient`` is kept per event loop (TRL calls async reward functions from a loop
+    of its own; tests and scripts may use several).
+    """
+
+    def __init__(self, config: ServiceRewardConfig | None = None, **overrides):
+        self.config = config or ServiceRewardConfig(**overrides)
+        if config is not None and overrides:
+            raise ValueError("config: pass a ServiceRewardConfig or keyword overrides, not both")
+        self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]" = (
+            weakref.WeakKeyDictionary()
+        )
+        self.requests = 0
+        self.retried = 0
+
+    def _http(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None or client.is_closed:
+            c = self.config
+            headers = {"Authorization": f"Bearer {c.token}"} if c.token else {}
+            client = httpx.AsyncClient(
+                base_url=c.url, headers=headers,
+                timeout=httpx.Timeout(c.timeout_s, connect=c.connect_timeout_s),
+                limits=httpx.Limits(max_connections=64, max_keepalive_connections=16), **c.extra,
+            )
+            self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
+    async def request(self, method: str, path: str, payload: dict | None = None) -> dict:
+        """One call with retries on connection errors, timeouts, 429/502/503/504 (``Retry-After`` honoured)."""
+        c = self.config
+        delay = c.backoff_s
+        for attempt in range(c.retries + 1):
+            self.requests += 1
+            retry_after = None
+            try:
+                resp = await self._http().request(method, path, json=payload)
+            except httpx.TransportError as err:  # connect, read, write, pool timeouts and refusals
+                error = ServiceError(f"{method} {c.url}{path}: {type(err).__name__}: {err or 'no answer'}")
+            else:
+                if resp.status_code < 400:
+                    return resp.json()
+                try:
+                    detail = resp.json().get("detail")
+                except ValueError:
+                    detail = resp.text[:200]
+                error = ServiceError(f"{method} {c.url}{path}: HTTP {resp.status_code}: {detail}", resp.status_code)
+                if resp.status_code not in RETRY_STATUS:
+                    raise error  # the request itself is wrong: retrying cannot help
+                header = resp.headers.get("retry-after", "")
+                retry_after = float(header) if header.replace(".", "", 1).isdigit() else None
+            if attempt == c.retries:
+                raise error
+            self.retried += 1
+            wait = retry_after if retry_after is not None else delay * (1 + 0.25 * random.random())
+            log.warning("%s; retry %d/%d in %.1fs", error, attempt + 1, c.retries, min(wait, c.max_backoff_s))
+            await asyncio.sleep(min(wait, c.max_backoff_s))
+            delay = min(delay * 2, c.max_backoff_s)
+        raise AssertionError("unreachable")
+
+    async def info(self) -> dict:
+        return await self.request("GET", "/v1/info")
+
+    async def score(
+        self,
+        items: Sequence[Item | dict],
+        aspects: Sequence[str] | None = None,
+        method: str | None = None,
+        details: bool = False,
+    ) -> list[RemoteScore]:
+        """Score items on the service; results are in input order. Raises :class:`ServiceError`."""
+        rows = [_as_row(it, k) for k, it in enumerate(items)]
+        if not rows:
+            return []
+        size = self.config.max_items_per_request
+        chunks = [rows[lo:lo + size] for lo in range(0, len(rows), size)]
+        aspects = list(aspects) if aspects is not None else self.config.aspects
+        method = method or self.config.method
+
+        async def one(chunk):
+            body: dict[str, Any] = {"items": chunk, "details": details}
+            if aspects is not None:
+                body["aspects"] = aspects
+            if method is not None:
+                body["method"] = method
+            answer = await self.request("POST", "/v1/score", body)
+            results = answer.get("results")
+            if not isinstance(results, list) or len(results) != len(chunk):
+                got = len(results) if isinstance(results, list) else type(results).__name__
+                raise ServiceError(f"/v1/score: {got} results for {len(chunk)} items")
+            return results
+
+        answers = await asyncio.gather(*(one(ch) for ch in chunks))
+        return [
+            RemoteScore(r.get("reward"), r.get("failure"), r.get("scores") or {}, r.get("id"))
+            for results in answers for r in results
+        ]
+
+    def score_sync(self, items, aspects=None, method=None, details=False) -> list[RemoteScore]:
+        """:meth:`score` from synchronous code (not from inside a running event loop)."""
+
+        async def run():
+            try:
+                return await self.score(items, aspects, method, details)
+            finally:
+                await self.aclose()
+
+        return asyncio.run(run())
+
+
+def _as_row(item: Item | dict, k: int) -> dict:
+    if isinstance(item, Item):
+        row = {"output": item.output, "source": item.source}
+        if item.reference is not None:
+            row["reference"] = item.reference
+        if item.id is not None:
+            row["id"] = item.id
+        return row
+    if isinstance(item, dict) and isinstance(item.get("output"), str):
+        return dict(item)
+    raise TypeError(f"items[{k}]: expected an Item or a mapping with text 'output', got {item!r:.80}")
+
+
+def _text(value: Any, where: str) -> str:
+    """A prompt or completion as text: strings as they are, chat messages by their contents."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(m, dict) for m in value):
+        # Conversational data: the judge reads the non-system turns' contents, not the markup.
+        parts = []
+        for m in value:
+            if m.get("role") == "system":
+                continue
+            content = m.get("content")
+            if isinstance(content, list):  # content parts: keep the text ones
+                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            parts.append(str(content or ""))
+        return "\n".join(parts)
+    raise TypeError(f"{where}: expected text or a list of chat messages, got {type(value).__name__}")
+
+
+class ServiceRewardFunction:
+    """A TRL reward function (``reward_funcs`` entry) that scores completions on a judge-reward service.
+
+    Called by TRL as ``await f(prompts=..., completions=..., completion_ids=..., **columns,
+    trainer_state=..., log_metric=..., log_extra=...)``. All completions of one call go to the
+    service together, so the G completions of a prompt share its prefix in the judge.
+    """
+
+    def __init__(self, config: ServiceRewardConfig | None = None, **overrides):
+        self.config = config or ServiceRewardConfig(**overrides)
+        if config is not None and overrides:
+            raise ValueError("config: pass a ServiceRewardConfig or keyword overrides, not both")
+        self.client = JudgeServiceClient(self.config)
+        self.__name__ = self.config.name  # TRL logs rewards/<__name__>/...
+        self.failures: Counter[str] = Counter()
+        self.calls = 0
+        self.scored = 0
+        self.seconds = 0.0
+
+    def items(self, prompts: Sequence[Any], completions: Sequence[Any], columns: dict) -> list[Item]:
+        c = self.config
+        if len(prompts) != len(completions):
+            raise ValueError(f"completions: {len(completions)} completions for {len(prompts)} prompts")
+        sources = columns.get(c.source_column) if c.source_column else None
+        if c.source_column and sources is None:
+            raise KeyError(f"source_column: the dataset has no column {c.source_column!r}")
+        refs = columns.get(c.reference_column) if c.reference_column else None
+        out = []
+        for k, (p, comp) in enumerate(zip(prompts, completions)):
+            source = _text(sources[k], f"{c.source_column}[{k}]") if sources is not None else _text(p, f"prompts[{k}]")
+            ref = refs[k] if refs is not None else None
+            out.append(Item(_text(comp, f"completions[{k}]"), source, ref if isinstance(ref, str) else None))
+        return out
+
+    async def __call__(self, prompts, completions, completion_ids=None, **kwargs) -> list[float | None]:
+        items = self.items(prompts, completions, kwargs)
+        self.calls += 1
+        start = time.perf_counter()
+        try:
+            results = await self.client.score(items)
+        except ServiceError as err:
+            reason = f"service: {err}"
+            log.warning("judge service unavailable; %d rewards are None: %s", len(items), err)
+            self.failures[reason] += len(items)
+            rewards: list[float | None] = [None] * len(items)
+            reasons: list[str | None] = [reason] * len(items)
+        else:
+            rewards = [r.reward for r in results]
+            reasons = [r.failure if r.reward is None else None for r in results]
+            for reason in reasons:
+                if reason is not None:
+                    self.failures[reason] += 1
+        self.seconds += time.perf_counter() - start
+        self.scored += sum(r is not None for r in rewards)
+        log_metric, log_extra = kwargs.get("log_metric"), kwargs.get("log_extra")
+        if callable(log_metric):
+            n_failed = sum(r is None for r in rewards)
+            log_metric(f"{self.__name__}/failure_rate", n_failed / max(len(rewards), 1))
+            log_metric(f"{self.__name__}/seconds", time.perf_counter() - start)
+        if callable(log_extra):
+            log_extra(f"{self.__name__}_failure", [r or "" for r in reasons])
+        return rewards
+
+    def stats(self) -> dict:
+        return {"calls": self.calls, "scored": self.scored, "seconds": self.seconds,
+                "failures": dict(self.failures), "requests": self.client.requests, "retried": self.client.retried}
