@@ -1,6 +1,7 @@
 """bias_audit: the audit pipeline end to end (judge -> rows -> statistics -> report files, W&B, CLI)."""
 
 import json
+import time
 from collections import Counter
 
 import numpy as np
@@ -146,8 +147,16 @@ def test_audit_logs_every_number_to_wandb_offline(tmp_path, monkeypatch):
     assert report["wandb"]["mode"] == "offline"
     runs = find_offline_runs(tmp_path / "wb")
     assert len(runs) == 1
-    logged = read_offline_run(runs[0])
-    row = next(h for h in logged["history"] if "audit/judgement/mean/categories/human_better/difference/value" in h)
+    key = "audit/judgement/mean/categories/human_better/difference/value"
+    # wandb-core may still be flushing the offline run file after finish() returns: wait for it.
+    deadline = time.monotonic() + 60
+    while True:
+        logged = read_offline_run(runs[0])
+        rows = [h for h in logged["history"] if key in h]
+        if (rows and "audit/judgement/mean/n" in logged["summary"]) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    row = rows[0]
     cats = report["results"]["judgement"]["mean"]["categories"]
     assert row["audit/judgement/mean/categories/human_better/difference/value"] == pytest.approx(
         cats["human_better"]["difference"]["value"])
