@@ -46,7 +46,7 @@ def log_audit(report: dict, paths: dict, config) -> dict:
         name=config.name or report["name"],
         tags=list(config.tags),
         job_type="bias-audit",
-        dir=None if os.environ.get("WANDB_DIR") else str(out_dir),
+        dir=os.environ.get("WANDB_DIR") or str(out_dir),
         config={"judge": report["judge"], "method": report["method"], "aspects": report["aspects"],
                 "audit": report["config"]},
     )

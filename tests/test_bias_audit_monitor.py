@@ -35,6 +35,20 @@ def _one_torch_thread():
     torch.set_num_threads(n)
 
 
+@pytest.fixture
+def offline_wandb(tmp_path, monkeypatch):
+    """W&B in offline mode writing under tmp_path. wandb keeps its settings in a process-wide
+    singleton from the first init, so it is torn down around the test for WANDB_DIR to apply."""
+    import wandb
+
+    wandb.teardown()
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_PROJECT", "bias-audit-test")
+    yield tmp_path
+    wandb.teardown()
+
+
 def _history(gaps, agreements=None, n=16, noise=0.05, seed=0):
     rng = np.random.default_rng(seed)
     base = rng.normal(size=n)
@@ -186,11 +200,8 @@ def _monitor_rows(trainer):
     return [h for h in trainer.state.log_history if "self_reinforcement/gap" in h]
 
 
-def test_monitor_logs_its_figures_in_a_real_grpo_run_with_a_real_judge(tmp_path, monkeypatch, shared_data):
+def test_monitor_logs_its_figures_in_a_real_grpo_run_with_a_real_judge(tmp_path, offline_wandb, shared_data):
     """Tiny GRPO run, tiny real judge (G-Eval form filling), real Zhang et al. data, W&B offline."""
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_PROJECT", "bias-audit-test")
     judge = Judge(JudgeConfig(aspects_file="summeval", aspects=["coherence"], method="geval"),
                   backend=make_backend("char", max_length=2048))
     cfg = SelfReinforcementConfig(data=str(shared_data / "zhang2023"), every_n_steps=2, n_articles=3, agreement_pairs=3,
@@ -221,7 +232,9 @@ def test_monitor_logs_its_figures_in_a_real_grpo_run_with_a_real_judge(tmp_path,
         corr = audit["score_length_corr"]
         assert corr is None or -1.0 <= corr <= 1.0
         assert audit["policy_words"] >= 0 and audit["human_words"] > 10
-    logged = read_offline_run(find_offline_runs(tmp_path)[-1])
+    runs = find_offline_runs(offline_wandb)
+    assert len(runs) == 1
+    logged = read_offline_run(runs[0])
     steps = [h["train/global_step"] for h in logged["history"] if "train/self_reinforcement/gap" in h]
     assert steps == [0, 2, 4]
     first = next(h for h in logged["history"] if "train/self_reinforcement/gap" in h)

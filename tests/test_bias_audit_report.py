@@ -29,6 +29,20 @@ def _one_torch_thread(request):
     torch.set_num_threads(n)
 
 
+@pytest.fixture
+def offline_wandb(tmp_path, monkeypatch):
+    """W&B in offline mode writing under tmp_path. wandb keeps its settings in a process-wide
+    singleton from the first init, so it is torn down around the test for WANDB_DIR to apply."""
+    import wandb
+
+    wandb.teardown()
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_PROJECT", "bias-audit-test")
+    yield tmp_path
+    wandb.teardown()
+
+
 class CountingLengthJudge:
     """A judge whose score is the summary's length in words, counting how often it sees each text.
 
@@ -137,15 +151,12 @@ def test_a_failed_judgement_is_left_out_and_counted_never_scored_zero():
     assert bad[0]["score"] is None and "empty text" in bad[0]["failure"]
 
 
-def test_audit_logs_every_number_to_wandb_offline(tmp_path, monkeypatch):
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
-    (tmp_path / "wb").mkdir()
+def test_audit_logs_every_number_to_wandb_offline(tmp_path, offline_wandb):
     judge = CountingLengthJudge()
     cfg = AuditConfig(name="wb-test", stats={"n_resamples": 200, "n_permutations": 200}, wandb={"enabled": True})
     report = run_audit(cfg, judge=judge, study=_small_study(), out_dir=tmp_path / "r", progress=False)
     assert report["wandb"]["mode"] == "offline"
-    runs = find_offline_runs(tmp_path / "wb")
+    runs = find_offline_runs(offline_wandb)
     assert len(runs) == 1
     key = "audit/judgement/mean/categories/human_better/difference/value"
     # wandb-core may still be flushing the offline run file after finish() returns: wait for it.
