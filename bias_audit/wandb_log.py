@@ -131,6 +131,19 @@ def read_offline_run(run_dir: str | Path) -> dict:
     return {"history": history, "summary": summary}
 
 
+def wait_for_offline_run(run_dir: str | Path, ready, timeout: float = 60.0) -> dict:
+    """Re-read an offline run until ``ready(run)`` holds: wandb-core may still be writing the file
+    for a moment after ``finish()`` returns. Returns the last read either way."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        run = read_offline_run(run_dir)
+        if ready(run) or time.monotonic() > deadline:
+            return run
+        time.sleep(0.5)
+
+
 def find_offline_runs(root: str | Path) -> list[Path]:
     """Offline run folders under ``root`` (a WANDB_DIR or an output folder), oldest first."""
     return sorted(Path(root).rglob("offline-run-*"), key=lambda p: p.name)

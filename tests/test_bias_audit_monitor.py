@@ -19,7 +19,7 @@ from bias_audit import (
 )
 from bias_audit.data import HeldOutArticle
 from bias_audit.monitor import AgreementPair, AuditPoint, simulate_false_alarms
-from bias_audit.wandb_log import find_offline_runs, read_offline_run
+from bias_audit.wandb_log import find_offline_runs, wait_for_offline_run
 from judge_reward import Judge, JudgeConfig, Score, load_aspects
 from tiny_models import make_backend, make_tokenizer
 
@@ -234,8 +234,12 @@ def test_monitor_logs_its_figures_in_a_real_grpo_run_with_a_real_judge(tmp_path,
         assert audit["policy_words"] >= 0 and audit["human_words"] > 10
     runs = find_offline_runs(offline_wandb)
     assert len(runs) == 1
-    logged = read_offline_run(runs[0])
-    steps = [h["train/global_step"] for h in logged["history"] if "train/self_reinforcement/gap" in h]
+
+    def audits(run):
+        return [h["train/global_step"] for h in run["history"] if "train/self_reinforcement/gap" in h]
+
+    logged = wait_for_offline_run(runs[0], lambda run: len(audits(run)) >= 3)
+    steps = audits(logged)
     assert steps == [0, 2, 4]
     first = next(h for h in logged["history"] if "train/self_reinforcement/gap" in h)
     assert first["train/self_reinforcement/gap"] == pytest.approx(rows[0]["self_reinforcement/gap"])
