@@ -64,8 +64,9 @@ def audit_command(
                   f"{rt['seconds_scoring']:.1f} s ({time.perf_counter() - start:.1f} s in all)")
     diffs = ", ".join(f"{k} {x:+.4f}" if x is not None else f"{k} n/a" for k, x in v["differences"].items())
     console.print(f"LLM - human: {diffs}; same pattern as the paper: {v['same_pattern_as_paper']}")
-    spi = v["self_preference_index"]
-    console.print(f"self-preference index {spi['value']:+.3f}; flagged: {v['self_preference_flagged']} "
+    spi = v["self_preference_index"]["value"]
+    console.print(f"self-preference index {'n/a' if spi is None else f'{spi:+.3f}'}; "
+                  f"flagged: {v['self_preference_flagged']} "
                   f"(length-matched: {v['self_preference_flagged_length_matched']})")
     for name, path in report.get("files", {}).items():
         console.print(f"wrote {path}")
