@@ -34,7 +34,7 @@ METHODS = ("gptscore", "geval", "rating")
 BACKENDS = ("hf", "openai")
 
 
-def _build(cls, raw: Any, where: str):
+def build_section(cls, raw: Any, where: str):
     """Construct a config dataclass from a mapping, naming the section and field on any error."""
     if raw is None:
         return cls()
@@ -71,7 +71,7 @@ class JudgeConfig:
             raw = yaml.safe_load(Path(path).read_text()) or {}
         except yaml.YAMLError as err:
             raise ConfigError(f"{path}: not valid YAML: {err}") from None
-        return _build(cls, raw, str(path))
+        return build_section(cls, raw, str(path))
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -87,21 +87,21 @@ def build_backend(spec: dict) -> JudgeBackend:
     if kind == "hf":
         from .backends.hf import HFBackend, HFBackendConfig
 
-        return HFBackend(_build(HFBackendConfig, spec, "backend"))
+        return HFBackend(build_section(HFBackendConfig, spec, "backend"))
     from .backends.openai_compat import OpenAIBackend, OpenAIBackendConfig
 
-    return OpenAIBackend(_build(OpenAIBackendConfig, spec, "backend"))
+    return OpenAIBackend(build_section(OpenAIBackendConfig, spec, "backend"))
 
 
 def build_method(name: str, config: JudgeConfig):
     if name == "gptscore":
-        return GPTScore(_build(GPTScoreConfig, config.gptscore, "gptscore"))
+        return GPTScore(build_section(GPTScoreConfig, config.gptscore, "gptscore"))
     if name == "geval":
-        return GEval(_build(GEvalConfig, config.geval, "geval"))
+        return GEval(build_section(GEvalConfig, config.geval, "geval"))
     if name == "rating":
         from .methods.rating import RatingConfig, RatingMethod
 
-        return RatingMethod(_build(RatingConfig, config.rating, "rating"))
+        return RatingMethod(build_section(RatingConfig, config.rating, "rating"))
     raise ConfigError(f"method: unknown value {name!r}; choose one of {METHODS}")
 
 
@@ -113,7 +113,7 @@ class Judge:
         self.aspect_set: AspectSet = load_aspects(self.config.aspects_file)
         self.aspects: list[Aspect] = self.aspect_set.select(self.config.aspects)
         self.backend = backend if backend is not None else build_backend(self.config.backend)
-        self.cache = JudgmentCache(_build(CacheConfig, self.config.cache, "cache"))
+        self.cache = JudgmentCache(build_section(CacheConfig, self.config.cache, "cache"))
         self._methods: dict[str, Any] = {}
         self.method(self.config.method)  # validate the default method's section now, not mid-run
         self.failures: Counter[str] = Counter()
@@ -125,7 +125,7 @@ class Judge:
         if isinstance(path_or_config, JudgeConfig):
             config = path_or_config
         elif isinstance(path_or_config, dict):
-            config = _build(JudgeConfig, path_or_config, "judge config")
+            config = build_section(JudgeConfig, path_or_config, "judge config")
         else:
             config = JudgeConfig.from_yaml(path_or_config)
         return cls(config, backend)

@@ -27,29 +27,13 @@ from typing import Any
 import yaml
 
 from judge_reward.aspects import ConfigError
+from judge_reward.judge import build_section
 
 from .policy import PolicyConfig
 from .reward import JudgeRewardConfig
 
 TRAINERS = ("grpo", "rloo", "online_dpo")
 DEFAULT_TEMPLATE = "Summarize the following news article in one or two sentences.\n\nArticle: {source}\n\nSummary:"
-
-
-def _section(cls, raw: Any, where: str):
-    if raw is None:
-        return cls()
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {raw!r}")
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
-    try:
-        return cls(**raw)
-    except ConfigError as err:
-        raise ConfigError(f"{where}: {err}") from None
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"{where}: {err}") from None
 
 
 @dataclass
@@ -142,15 +126,15 @@ class TrainRunConfig:
         if wandb.get("mode", "offline") not in ("offline", "online", "disabled"):
             raise ConfigError(f"{where}: wandb.mode: unknown value {wandb.get('mode')!r}; choose offline, online or disabled")
         return cls(
-            data=_section(DataConfig, raw["data"], f"{where}: data"),
+            data=build_section(DataConfig, raw["data"], f"{where}: data"),
             trainer=trainer,
             judge=raw.get("judge", "default"),
-            reward=_section(JudgeRewardConfig, raw.get("reward"), f"{where}: reward"),
+            reward=build_section(JudgeRewardConfig, raw.get("reward"), f"{where}: reward"),
             per_aspect=bool(raw.get("per_aspect", False)),
-            policy=_section(PolicyConfig, raw.get("policy"), f"{where}: policy"),
+            policy=build_section(PolicyConfig, raw.get("policy"), f"{where}: policy"),
             training=training,
             wandb=wandb,
-            probe=_section(ProbeConfig, raw["probe"], f"{where}: probe") if raw.get("probe") else None,
+            probe=build_section(ProbeConfig, raw["probe"], f"{where}: probe") if raw.get("probe") else None,
         )
 
 
