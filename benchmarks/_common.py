@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import statistics
+import subprocess
+import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parents[1]
 
 DATA = Path(os.environ.get("JUDGE_REWARD_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
@@ -28,3 +36,47 @@ def timed(fn, repeats: int = 3):
         out = fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times), out
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serve_in_subprocess(yaml_path: Path, options: list[str], log_path: Path, timeout: float = 600) -> Iterator[str]:
+    """Run ``judge-reward serve --config yaml_path *options`` on a free loopback port; yield its URL.
+
+    Waits for ``/ready`` (the judge is loaded), and stops the server with SIGTERM (its graceful
+    shutdown) on the way out, killing it if it has not exited within a minute.
+    """
+    import httpx
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "judge_reward.cli", "serve", "--config", str(yaml_path), "--port", str(port), *options]
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited with code {proc.returncode} before it was ready:\n"
+                                   f"{log_path.read_text()[-2000:]}")
+            try:
+                if httpx.get(url + "/ready", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"server not ready after {timeout:.0f}s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -26,10 +26,7 @@ import json
 import os
 import random
 import re
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,9 +34,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
 import httpx  # noqa: E402
+from _common import serve_in_subprocess  # noqa: E402
 
 WORDS = ("council park river lane budget school rain storm market bridge vote mayor road tree "
          "library museum train station harbour festival").split()
@@ -102,12 +100,6 @@ class LoadReport:
     errors: list = field(default_factory=list)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def save_tiny_judge(directory: Path, cfg: LoadConfig) -> Path:
     """Write the tiny model and a judge YAML pointing at it; return the YAML path."""
     from tiny_models import make_model, make_tokenizer
@@ -156,26 +148,9 @@ def expected_scores(yaml_path: Path, cfg: LoadConfig, sources, outputs) -> dict[
     return table
 
 
-def start_server(yaml_path: Path, cfg: LoadConfig, port: int, log_path: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "judge_reward.cli", "serve", "--config", str(yaml_path), "--port", str(port),
-           "--max-batch-size", str(cfg.max_batch_size), "--max-wait-ms", str(cfg.max_wait_ms),
-           "--log-level", "warning"] + (["--torch-threads", str(cfg.torch_threads)] if cfg.torch_threads else [])
-    log = log_path.open("w")
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-
-
-def wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with code {proc.returncode} before it was ready")
-        try:
-            if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"server not ready after {timeout:.0f}s")
+def server_options(cfg: LoadConfig) -> list[str]:
+    return (["--max-batch-size", str(cfg.max_batch_size), "--max-wait-ms", str(cfg.max_wait_ms), "--log-level", "warning"]
+            + (["--torch-threads", str(cfg.torch_threads)] if cfg.torch_threads else []))
 
 
 def parse_metric(text: str, name: str) -> float:
@@ -271,11 +246,7 @@ def run(cfg: LoadConfig, workdir: Path | None = None) -> LoadReport:
         yaml_path = save_tiny_judge(work, cfg)
         sources, outputs = make_pool(cfg)
         expected = expected_scores(yaml_path, cfg, sources, outputs)
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        proc = start_server(yaml_path, cfg, port, work / "server.log")
-        try:
-            wait_ready(url, proc, 300)
+        with serve_in_subprocess(yaml_path, server_options(cfg), work / "server.log", timeout=300) as url:
             total = cfg.clients * cfg.requests
             with tqdm(total=total, desc=f"{cfg.clients} clients", unit="req") as bar:
                 start = time.perf_counter()
@@ -283,12 +254,6 @@ def run(cfg: LoadConfig, workdir: Path | None = None) -> LoadReport:
                 report.seconds = time.perf_counter() - start
             report.lost += total - report.attempted  # requests never sent (a client crashed)
             metrics = httpx.get(url + "/metrics", timeout=10).text
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
         if latencies:
             q = statistics.quantiles(latencies, n=100, method="inclusive")
             report.latency_ms = {"p50": 1e3 * q[49], "p90": 1e3 * q[89], "p99": 1e3 * q[98], "max": 1e3 * max(latencies)}

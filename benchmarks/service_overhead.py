@@ -28,19 +28,17 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import httpx  # noqa: E402
+from _common import serve_in_subprocess  # noqa: E402
 
 DEFAULT_DATA = Path(os.environ.get("JUDGE_REWARD_DATA", ROOT.parent / "shared" / "data"))
 
@@ -52,12 +50,6 @@ def load_batch(data: Path, docs: int = 2, per_doc: int = 16):
         by_doc.setdefault(r["doc_id"], []).append(r)
     chosen = [rs[:per_doc] for rs in list(by_doc.values())[:docs]]
     return [(r["source"], r["system_output"]) for rs in chosen for r in rs]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main(argv=None) -> int:
@@ -92,41 +84,18 @@ def main(argv=None) -> int:
         from dataclasses import asdict
 
         yaml_path.write_text(yaml.safe_dump(asdict(cfg)))
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        cmd = [sys.executable, "-m", "judge_reward.cli", "serve", "--config", str(yaml_path), "--port", str(port),
-               "--max-batch-size", str(len(items)), "--max-wait-ms", str(args.max_wait_ms), "--log-level", "warning"]
+        options = ["--max-batch-size", str(len(items)), "--max-wait-ms", str(args.max_wait_ms), "--log-level", "warning"]
         if args.torch_threads:
-            cmd += ["--torch-threads", str(args.torch_threads)]
-        log = (Path(tmp) / "server.log").open("w")
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            t0 = time.perf_counter()
-            judge = Judge(cfg)
-            print(f"in-process judge loaded in {time.perf_counter() - t0:.1f}s: {judge.backend.model_id}", file=sys.stderr)
-            deadline = time.monotonic() + 600
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"server exited ({proc.returncode}): {(Path(tmp) / 'server.log').read_text()}")
-                try:
-                    if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("server not ready after 600s")
-                time.sleep(0.5)
-            paths = [x.strip() for x in args.paths.split(",") if x.strip()]
-            unknown = sorted(set(paths) - {"native", "openrlhf", "merged"})
-            if unknown:
-                raise SystemExit(f"--paths: unknown path(s) {unknown}; choose native, openrlhf, merged")
+            options += ["--torch-threads", str(args.torch_threads)]
+        t0 = time.perf_counter()
+        judge = Judge(cfg)
+        print(f"in-process judge loaded in {time.perf_counter() - t0:.1f}s: {judge.backend.model_id}", file=sys.stderr)
+        paths = [x.strip() for x in args.paths.split(",") if x.strip()]
+        unknown = sorted(set(paths) - {"native", "openrlhf", "merged"})
+        if unknown:
+            raise SystemExit(f"--paths: unknown path(s) {unknown}; choose native, openrlhf, merged")
+        with serve_in_subprocess(yaml_path, options, Path(tmp) / "server.log") as url:
             result = measure(judge, items, pairs, url, args.rounds, args.warmup, paths, tqdm)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
     result.update({"model": judge.backend.model_id, "method": cfg.method, "batch": len(items),
                    "rounds": args.rounds, "warmup": args.warmup, "torch_threads": args.torch_threads or torch.get_num_threads(),
                    "max_wait_ms": args.max_wait_ms})

@@ -8,17 +8,26 @@
   human text keeps growing while its agreement with people does not.
 """
 
-from .audit import AuditConfig, WandbConfig, build_judge, run_audit
-from .data import DataError, Study, load_held_out_articles, load_zhang2023
-from .monitor import (
-    MonitorData,
-    RuleConfig,
-    SelfReinforcementCallback,
-    SelfReinforcementConfig,
-    SelfReinforcementWarning,
-    check_rule,
-)
-from .stats import PairedRows, StatsConfig, analyse
+from importlib import import_module
+
+# Lazy: the monitor pulls in transformers/TRL (seconds), which `judge-reward --help` and the
+# statistics do not need. Each public name maps to the module that defines it.
+_EXPORTS = {
+    "AuditConfig": "audit", "WandbConfig": "audit", "build_judge": "audit", "run_audit": "audit",
+    "DataError": "data", "Study": "data", "load_held_out_articles": "data", "load_zhang2023": "data",
+    "MonitorData": "monitor", "RuleConfig": "monitor", "SelfReinforcementCallback": "monitor",
+    "SelfReinforcementConfig": "monitor", "SelfReinforcementWarning": "monitor", "check_rule": "monitor",
+    "PairedRows": "stats", "StatsConfig": "stats", "analyse": "stats",
+}
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'bias_audit' has no attribute {name!r}")
+    value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AuditConfig", "DataError", "MonitorData", "PairedRows", "RuleConfig", "SelfReinforcementCallback",
