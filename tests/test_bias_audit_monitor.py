@@ -23,30 +23,9 @@ from bias_audit.wandb_log import find_offline_runs, wait_for_offline_run
 from judge_reward import Judge, JudgeConfig, Score, load_aspects
 from tiny_models import make_backend, make_tokenizer
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 # -- the rule ------------------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Tiny models run faster on one thread: on a busy machine, waking a second one costs more than it saves."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture
-def offline_wandb(tmp_path, monkeypatch):
-    """W&B in offline mode writing under tmp_path. wandb keeps its settings in a process-wide
-    singleton from the first init, so it is torn down around the test for WANDB_DIR to apply."""
-    import wandb
-
-    wandb.teardown()
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_PROJECT", "bias-audit-test")
-    yield tmp_path
-    wandb.teardown()
 
 
 def _history(gaps, agreements=None, n=16, noise=0.05, seed=0):

@@ -15,32 +15,7 @@ from judge_reward import Judge, JudgeConfig, Score, load_aspects
 from tiny_models import make_backend
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread(request):
-    """Tiny models run faster on one thread: on a busy machine, waking a second one costs more than it saves."""
-    import torch
-
-    if request.node.get_closest_marker("slow"):  # the real Gemma judge wants every core
-        yield
-        return
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture
-def offline_wandb(tmp_path, monkeypatch):
-    """W&B in offline mode writing under tmp_path. wandb keeps its settings in a process-wide
-    singleton from the first init, so it is torn down around the test for WANDB_DIR to apply."""
-    import wandb
-
-    wandb.teardown()
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_PROJECT", "bias-audit-test")
-    yield tmp_path
-    wandb.teardown()
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class CountingLengthJudge:

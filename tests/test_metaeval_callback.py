@@ -11,21 +11,6 @@ from judge_reward.metaeval import dataset_level, load_summeval, sample_level
 from judge_reward.metaeval.callback import CorrelationCallback, CorrelationCallbackConfig
 
 
-@pytest.fixture
-def offline_wandb(tmp_path, monkeypatch):
-    """W&B writing offline into tmp_path; torn down around the test because wandb caches its
-    settings (including the directory) process-wide at the first init."""
-    import wandb
-
-    wandb.teardown()
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    yield tmp_path / "wandb"
-    wandb.finish()
-    wandb.teardown()
-
-
 def _wait_for_bytes(wandb_dir, needle, timeout=60.0):
     """The offline run's .wandb record log once it holds ``needle`` (W&B's writer process
     may still be flushing after finish() returns)."""

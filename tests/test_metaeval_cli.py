@@ -19,21 +19,6 @@ app.command("meta-eval")(meta_eval)
 app.command("noop")(lambda: None)
 
 
-@pytest.fixture
-def offline_wandb(tmp_path, monkeypatch):
-    """W&B writing offline into tmp_path; torn down around the test because wandb caches its
-    settings (including the directory) process-wide at the first init."""
-    import wandb
-
-    wandb.teardown()
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    yield tmp_path / "wandb"
-    wandb.finish()
-    wandb.teardown()
-
-
 def _find_one(root, pattern):
     hits = sorted(root.glob(pattern))
     assert hits, f"nothing matches {pattern} under {root}"
