@@ -21,6 +21,7 @@ import copy
 import logging
 import math
 import os
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -61,8 +62,9 @@ class HFBackendConfig:
     """Run a group's shared prefix once and reuse its KV cache for every row of the group."""
     min_shared_tokens: int = 32
     """Share a prefix only when it is at least this long; shorter ones are cheaper to recompute."""
-    head_chunk: int = 512
-    """Positions per LM-head matmul (bounds the memory of full-vocabulary logits)."""
+    head_chunk: int = 256
+    """Positions per LM-head matmul. The backend keeps one fp32 (and one model-dtype) logits buffer of
+    this many rows x vocabulary between calls: 256 x 262k (Gemma) is 256 MB fp32 + 128 MB bf16."""
     padding_side: str = "right"
     prompt_format: str = "plain"
     """``plain`` feeds prompts as text; ``chat`` wraps them in the tokenizer's chat template as a user turn."""
@@ -154,6 +156,8 @@ class HFBackend:
         self.softcap = getattr(model.config, "final_logit_softcapping", None)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
         self._digit_ids: torch.Tensor | None = None
+        self._head_buffers: tuple[torch.Tensor | None, torch.Tensor] | None = None
+        self._head_lock = threading.Lock()
         if self.config.prompt_format == "chat" and not getattr(tokenizer, "chat_template", None):
             raise ValueError("prompt_format: 'chat' needs a tokenizer with a chat template; this one has none")
         self._check_head_path()
@@ -471,25 +475,54 @@ class HFBackend:
         token_lp = torch.empty(len(targets), dtype=torch.float32)
         set_lp: dict[int, list[float]] = {}
         step = self.config.head_chunk
-        for lo in range(0, len(targets), step):
-            logits = self._logits(picked[lo:lo + step])
-            norm = torch.logsumexp(logits, dim=-1)
-            chunk_targets = target_ids[lo:lo + step]
-            gathered = logits.gather(1, chunk_targets.clamp(min=0)[:, None])[:, 0] - norm
-            token_lp[lo:lo + step] = gathered.cpu()
-            for slot in [s for s in set_slots if lo <= s < lo + step]:
-                row_logits = logits[slot - lo]
-                set_lp[slot] = [
-                    (torch.logsumexp(row_logits[torch.tensor(ids, dtype=torch.long, device=logits.device)], 0)
-                     - norm[slot - lo]).item()
-                    for ids in set_slots[slot]
-                ]
+        with self._head_lock:  # the logits buffers are shared by every call
+            for lo in range(0, len(targets), step):
+                chunk_targets = target_ids[lo:lo + step]
+                logits = self._logits(picked[lo:lo + step])
+                target_logit = logits.gather(1, chunk_targets.clamp(min=0)[:, None])[:, 0]
+                set_logit: dict[int, list[torch.Tensor]] = {}
+                for slot in [s for s in set_slots if lo <= s < lo + step]:
+                    row_logits = logits[slot - lo]
+                    set_logit[slot] = [
+                        torch.logsumexp(row_logits[torch.tensor(ids, dtype=torch.long, device=logits.device)], 0)
+                        for ids in set_slots[slot]
+                    ]
+                norm = self._logsumexp_(logits)  # overwrites the logits: read them first
+                token_lp[lo:lo + step] = (target_logit - norm).cpu()
+                for slot, values in set_logit.items():
+                    set_lp[slot] = [(v - norm[slot - lo]).item() for v in values]
         for i, k, n in spans:
             results[i] = RowResult(token_lp[k:k + n].tolist(), set_lp.get(k + n, []))
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        logits = self.head(hidden).float()
+        """fp32 logits of ``hidden`` (n x vocab), written into a buffer kept between calls.
+
+        With Gemma's 262k vocabulary a chunk of logits is hundreds of MB: allocating it afresh for
+        every chunk costs page faults and a second pass (the fp32 copy) that take about as long as
+        the matmul itself on a CPU. The buffers are reused, and the log-sum-exp runs in place.
+        """
+        n, vocab = hidden.shape[0], self.head.weight.shape[0]
+        if self._head_buffers is None or self._head_buffers[1].shape[0] < n:
+            rows = max(n, min(self.config.head_chunk, 4096))
+            low = torch.empty(rows, vocab, dtype=hidden.dtype, device=hidden.device) if hidden.dtype != torch.float32 else None
+            self._head_buffers = (low, torch.empty(rows, vocab, dtype=torch.float32, device=hidden.device))
+        low, full = self._head_buffers
+        logits = full[:n]
+        if low is None:
+            torch.matmul(hidden, self.head.weight.t(), out=logits)
+        else:
+            torch.matmul(hidden, self.head.weight.t(), out=low[:n])
+            logits.copy_(low[:n])
+        bias = getattr(self.head, "bias", None)
+        if bias is not None:
+            logits.add_(bias.float())
         if self.softcap:
-            logits = torch.tanh(logits / self.softcap) * self.softcap
+            logits.div_(self.softcap).tanh_().mul_(self.softcap)
         return logits
 
+    @staticmethod
+    def _logsumexp_(logits: torch.Tensor) -> torch.Tensor:
+        """Row-wise log-sum-exp, computed in place (``logits`` is overwritten)."""
+        top = logits.amax(dim=-1, keepdim=True)
+        total = logits.sub_(top).exp_().sum(dim=-1)
+        return top[:, 0] + total.log()
