@@ -137,3 +137,18 @@ def test_generation_returns_n_samples_and_honours_stop():
     [gen] = backend.generate([GenerationRequest("Rating:", n=3, temperature=1.0, max_new_tokens=12, stop=("\n",), seed=1)])
     assert gen.error is None and len(gen.texts) == 3
     assert all("\n" not in t for t in gen.texts)
+
+
+def test_seeded_generation_is_reproducible_and_leaves_the_global_rng_alone():
+    """A trainer calls the judge between its own sampling steps: the judge's seed must not reset them."""
+    backend = make_backend("char")
+    from judge_reward.backends.base import GenerationRequest
+
+    request = GenerationRequest("Rating:", n=4, temperature=1.0, max_new_tokens=8, seed=7)
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    [first] = backend.generate([request])
+    assert torch.equal(torch.rand(3), expected_next)  # global stream as if the judge never ran
+    [second] = backend.generate([request])
+    assert first.texts == second.texts

@@ -327,10 +327,13 @@ class HFBackend:
         ids = torch.tensor([self.encode(self.render(req.prompt))], device=self.device)
         if ids.shape[1] + req.max_new_tokens > self.max_context_tokens:
             raise ValueError(self._too_long(ids.shape[1] + req.max_new_tokens))
-        if req.seed is not None:
-            torch.manual_seed(req.seed)
         sample = req.temperature > 0
-        with torch.no_grad():
+        # A seeded request must not reset the caller's global RNG (a trainer's sampling and dropout):
+        # seed inside a forked RNG state, which is restored afterwards.
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices, enabled=req.seed is not None), torch.no_grad():
+            if req.seed is not None:
+                torch.manual_seed(req.seed)
             gen = self.model.generate(
                 input_ids=ids,
                 attention_mask=torch.ones_like(ids),
