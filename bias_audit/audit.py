@@ -15,7 +15,6 @@ grouped by article so the judge's backend runs each article's prompt prefix once
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -26,6 +25,7 @@ import numpy as np
 import yaml
 
 from judge_reward.aspects import ConfigError, resolve_config_path
+from judge_reward.judge import build_section
 
 from .data import CATEGORIES, LLM_NAME, Study, load_zhang2023, n_words
 from .scoring import TextScore, score_texts
@@ -90,11 +90,11 @@ class AuditConfig:
 
     @property
     def stats_config(self) -> StatsConfig:
-        return _section(StatsConfig, self.stats, "stats")
+        return build_section(StatsConfig, self.stats, "stats")
 
     @property
     def wandb_config(self) -> WandbConfig:
-        return _section(WandbConfig, self.wandb, "wandb")
+        return build_section(WandbConfig, self.wandb, "wandb")
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "AuditConfig":
@@ -108,24 +108,7 @@ class AuditConfig:
         if "judge" not in raw and raw.keys() & JUDGE_KEYS:
             raw = {"judge": str(path)}  # a judge config: audit it with the default settings
         raw.setdefault("name", Path(path).stem)
-        return _section(cls, raw, str(path))
-
-
-def _section(cls, raw, where: str):
-    if raw is None:
-        return cls()
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {raw!r}")
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
-    try:
-        return cls(**raw)
-    except (TypeError, ValueError) as err:
-        if isinstance(err, ConfigError):
-            raise
-        raise ConfigError(f"{where}: {err}") from None
+        return build_section(cls, raw, str(path))
 
 
 def build_judge(config: AuditConfig, overrides: dict | None = None):
@@ -133,7 +116,7 @@ def build_judge(config: AuditConfig, overrides: dict | None = None):
     from judge_reward import Judge, JudgeConfig
 
     if isinstance(config.judge, dict):
-        jc = _section(JudgeConfig, config.judge, "judge")
+        jc = build_section(JudgeConfig, config.judge, "judge")
     else:
         jc = JudgeConfig.from_yaml(config.judge)
     if config.aspects:

@@ -35,7 +35,11 @@ BACKENDS = ("hf", "openai")
 
 
 def build_section(cls, raw: Any, where: str):
-    """Construct a config dataclass from a mapping, naming the section and field on any error."""
+    """Construct a config dataclass from a mapping, naming the section and field on any error.
+
+    A :class:`ConfigError` raised by the dataclass itself already names its field in full and
+    passes through unchanged; any other ``TypeError``/``ValueError`` is prefixed with ``where``.
+    """
     if raw is None:
         return cls()
     if not isinstance(raw, dict):
@@ -46,6 +50,8 @@ def build_section(cls, raw: Any, where: str):
         raise ConfigError(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
     try:
         return cls(**raw)
+    except ConfigError:
+        raise
     except (TypeError, ValueError) as err:
         raise ConfigError(f"{where}: {err}") from None
 

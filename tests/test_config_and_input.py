@@ -91,3 +91,28 @@ def test_cache_makes_rescoring_free_and_persists(tmp_path):
     fresh = Judge(JudgeConfig(aspects=["fluency"], cache={"path": str(db), "memory": False}), backend=backend)
     assert [r["fluency"].value for r in fresh.score(items)] == [r["fluency"].value for r in first]
     assert fresh.cache.hits == 2
+
+
+def test_build_section_names_the_field_once():
+    """Errors from the dataclass itself already name their field; others get the section prefix."""
+    from dataclasses import dataclass
+
+    from judge_reward.aspects import ConfigError
+    from judge_reward.judge import build_section
+
+    @dataclass
+    class Section:
+        size: int = 1
+
+        def __post_init__(self):
+            if self.size < 1:
+                raise ConfigError(f"policy.size: expected a positive integer, got {self.size!r}")
+            if self.size > 100:
+                raise ValueError(f"size: {self.size} is too large")
+
+    with pytest.raises(ConfigError, match=r"^policy\.size: expected a positive integer, got 0$"):
+        build_section(Section, {"size": 0}, "policy")
+    with pytest.raises(ConfigError, match=r"^policy: size: 500 is too large$"):
+        build_section(Section, {"size": 500}, "policy")
+    with pytest.raises(ConfigError, match=r"^policy: unknown field\(s\) \['sise'\]"):
+        build_section(Section, {"sise": 2}, "policy")
