@@ -152,3 +152,25 @@ def test_seeded_generation_is_reproducible_and_leaves_the_global_rng_alone():
     assert torch.equal(torch.rand(3), expected_next)  # global stream as if the judge never ran
     [second] = backend.generate([request])
     assert first.texts == second.texts
+
+
+def test_batches_bound_padding_and_keep_small_batches_whole():
+    from judge_reward.backends.hf import TokenRow
+
+    backend = make_backend("char")
+    lengths = [135, 84, 116, 86, 104, 87, 135, 106]
+    rows = [TokenRow(list(range(1, n + 1)), 1) for n in lengths]
+    batches = list(backend._batches(rows, list(range(len(rows))), 0))
+    assert [[lengths[i] for i in b] for b in batches] == [[84, 86, 87, 104, 106], [116, 135, 135]]
+    for b in batches:  # padding stays within max_padding of each batch's padded tokens
+        longest = max(lengths[i] for i in b)
+        assert len(b) * longest - sum(lengths[i] for i in b) <= backend.config.max_padding * len(b) * longest
+    backend.config.min_split_tokens = 10_000  # too few tokens to be worth splitting
+    assert len(list(backend._batches(rows, list(range(len(rows))), 0))) == 1
+    backend.config.min_split_tokens, backend.config.max_padding = 0, 1.0  # never split for padding
+    assert len(list(backend._batches(rows, list(range(len(rows))), 0))) == 1
+
+
+def test_max_padding_must_not_be_negative():
+    with pytest.raises(ValueError, match="max_padding: .* got -0.1"):
+        make_backend("char", max_padding=-0.1)

@@ -58,6 +58,11 @@ class HFBackendConfig:
     max_batch_tokens: int = 8192
     """Upper bound on padded tokens in one forward pass (rows x longest row)."""
     max_batch_rows: int = 64
+    max_padding: float = 0.15
+    """Start a new batch rather than let padding exceed this share of a batch's padded tokens
+    (rows are length-sorted, so each batch holds rows of similar length)."""
+    min_split_tokens: int = 256
+    """...but never split a batch holding fewer real tokens than this: tiny batches waste more."""
     prefix_sharing: bool = True
     """Run a group's shared prefix once and reuse its KV cache for every row of the group."""
     min_shared_tokens: int = 32
@@ -135,6 +140,8 @@ class HFBackend:
         self.config = config or HFBackendConfig()
         if self.config.padding_side not in ("left", "right"):
             raise ValueError(f"padding_side: expected 'left' or 'right', got {self.config.padding_side!r}")
+        if not self.config.max_padding >= 0:
+            raise ValueError(f"max_padding: expected a share >= 0 (1 or more: never split), got {self.config.max_padding!r}")
         if self.config.prompt_format not in ("plain", "chat"):
             raise ValueError(f"prompt_format: expected 'plain' or 'chat', got {self.config.prompt_format!r}")
         self.device = _pick_device(self.config.device)
@@ -395,17 +402,20 @@ class HFBackend:
         return results  # type: ignore[return-value]
 
     def _batches(self, rows: Sequence[TokenRow], members: list[int], offset: int):
-        """Length-sorted batches under the token and row budgets."""
+        """Length-sorted batches under the token and row budgets, with bounded padding."""
+        cfg = self.config
         order = sorted(members, key=lambda i: len(rows[i].ids))
         batch: list[int] = []
+        real = 0
         for i in order:
-            longest = len(rows[i].ids) - offset
-            if batch and (
-                (len(batch) + 1) * longest > self.config.max_batch_tokens or len(batch) >= self.config.max_batch_rows
-            ):
+            n = len(rows[i].ids) - offset  # the longest so far: rows come sorted
+            padded = (len(batch) + 1) * n
+            too_padded = real >= cfg.min_split_tokens and padded - (real + n) > cfg.max_padding * padded
+            if batch and (padded > cfg.max_batch_tokens or len(batch) >= cfg.max_batch_rows or too_padded):
                 yield batch
-                batch = []
+                batch, real = [], 0
             batch.append(i)
+            real += n
         if batch:
             yield batch
 
