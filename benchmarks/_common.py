@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,13 +37,6 @@ def timed(fn, repeats: int = 3):
     return statistics.median(times), out
 
 
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def serve_in_subprocess(yaml_path: Path, options: list[str], log_path: Path, timeout: float = 600) -> Iterator[str]:
     """Run ``judge-reward serve --config yaml_path *options`` on a free loopback port; yield its URL.
@@ -52,7 +44,7 @@ def serve_in_subprocess(yaml_path: Path, options: list[str], log_path: Path, tim
     Waits for ``/ready`` (the judge is loaded), and stops the server with SIGTERM (its graceful
     shutdown) on the way out, killing it if it has not exited within a minute.
     """
-    import httpx
+    from judge_reward.testing.servers import free_port, wait_ready
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -60,19 +52,7 @@ def serve_in_subprocess(yaml_path: Path, options: list[str], log_path: Path, tim
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited with code {proc.returncode} before it was ready:\n"
-                                   f"{log_path.read_text()[-2000:]}")
-            try:
-                if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"server not ready after {timeout:.0f}s")
-            time.sleep(0.2)
+        wait_ready(url, proc, log_path, timeout)
         yield url
     finally:
         proc.send_signal(signal.SIGTERM)

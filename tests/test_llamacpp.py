@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ llama_cpp = pytest.importorskip(
 
 from judge_reward.backends.base import BackendError, CandidateRequest, ContinuationRequest  # noqa: E402
 from judge_reward.backends.openai_compat import OpenAIBackend, OpenAIBackendConfig  # noqa: E402
+from judge_reward.testing.servers import free_port  # noqa: E402
 
 pytestmark = pytest.mark.llamacpp
 
@@ -57,15 +57,9 @@ CASES = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def llama_server(gguf: str, logits_all: bool = True, startup_s: float = 180.0):
-    port = _free_port()
+    port = free_port()
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1", "--port", str(port),
            "--n_ctx", "1024", "--logits_all", "true" if logits_all else "false"]

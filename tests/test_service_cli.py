@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ import pytest
 
 from judge_reward.judge import Judge
 from judge_reward.methods.base import Item
+from judge_reward.testing.servers import free_port, wait_ready
 from tiny_models import make_model, make_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,12 +37,6 @@ def judge_yaml(tmp_path_factory) -> Path:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start(args: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
     import os
 
@@ -50,19 +44,6 @@ def start(args: list[str], log: Path, env: dict | None = None) -> subprocess.Pop
         [sys.executable, "-m", "judge_reward.cli", "serve", *args], cwd=ROOT, stdout=log.open("w"),
         stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
     )
-
-
-def wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"server exited early:\n{log.read_text()}"
-        try:
-            if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"server not ready in {timeout}s:\n{log.read_text()}")
 
 
 def test_sigterm_lets_in_flight_requests_finish(judge_yaml, tmp_path):
