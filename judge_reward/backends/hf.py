@@ -516,7 +516,7 @@ class HFBackend:
         """
         n, vocab = hidden.shape[0], self.head.weight.shape[0]
         if self._head_buffers is None or self._head_buffers[1].shape[0] < n:
-            rows = max(n, min(self.config.head_chunk, 4096))
+            rows = max(n, self.config.head_chunk)
             low = torch.empty(rows, vocab, dtype=hidden.dtype, device=hidden.device) if hidden.dtype != torch.float32 else None
             self._head_buffers = (low, torch.empty(rows, vocab, dtype=torch.float32, device=hidden.device))
         low, full = self._head_buffers
