@@ -29,8 +29,4 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = [
-    "AuditConfig", "DataError", "MonitorData", "PairedRows", "RuleConfig", "SelfReinforcementCallback",
-    "SelfReinforcementConfig", "SelfReinforcementWarning", "StatsConfig", "Study", "WandbConfig", "analyse",
-    "build_judge", "check_rule", "load_held_out_articles", "load_zhang2023", "run_audit",
-]
+__all__ = sorted(_EXPORTS)
