@@ -139,13 +139,17 @@ def _score(value: Any, where: str, name: str) -> float:
     return out
 
 
-def _read_json_list(path: Path) -> list:
+def _read_json(path: Path) -> Any:
     if not path.exists():
         raise DatasetError(f"{path}: no such file")
     try:
-        data = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise DatasetError(f"{path}: not valid JSON ({err})") from None
+
+
+def _read_json_list(path: Path) -> list:
+    data = _read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
     return data
@@ -173,12 +177,7 @@ def _scores(rec: dict, aspects: Sequence[str], where: str, key: str = "scores") 
 def load_references(path: str | Path) -> dict[str, list[str]]:
     """SummEval's multi-reference file: ``{doc_id: [11 reference summaries]}``."""
     path = Path(path)
-    if not path.exists():
-        raise DatasetError(f"{path}: no such file")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise DatasetError(f"{path}: not valid JSON ({err})") from None
+    data = _read_json(path)
     if not isinstance(data, dict):
         raise DatasetError(f"{path}: expected a mapping of doc_id to a list of references")
     for doc_id, refs in data.items():
