@@ -34,6 +34,14 @@ METHODS = ("gptscore", "geval", "rating")
 BACKENDS = ("hf", "openai")
 
 
+def check_known_fields(cls, raw: dict, where: str) -> None:
+    """Reject keys of ``raw`` that are not fields of the dataclass ``cls``, listing the known ones."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
+
+
 def build_section(cls, raw: Any, where: str):
     """Construct a config dataclass from a mapping, naming the section and field on any error.
 
@@ -44,10 +52,7 @@ def build_section(cls, raw: Any, where: str):
         return cls()
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping, got {raw!r}")
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
+    check_known_fields(cls, raw, where)
     try:
         return cls(**raw)
     except ConfigError:

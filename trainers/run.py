@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from judge_reward.aspects import ConfigError
-from judge_reward.judge import build_section
+from judge_reward.judge import build_section, check_known_fields
 
 from .policy import PolicyConfig
 from .reward import JudgeRewardConfig
@@ -107,10 +107,7 @@ class TrainRunConfig:
     def from_dict(cls, raw: dict, where: str = "config", **overrides) -> "TrainRunConfig":
         if not isinstance(raw, dict):
             raise ConfigError(f"{where}: expected a mapping at the top level, got {type(raw).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ConfigError(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
+        check_known_fields(cls, raw, where)
         if "data" not in raw:
             raise ConfigError(f"{where}: data: required section is missing")
         trainer = raw.get("trainer", "grpo")
