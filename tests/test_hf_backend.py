@@ -116,6 +116,53 @@ def test_prefix_sharing_gives_the_same_numbers(arch):
         assert x.logprobs == pytest.approx(y.logprobs, abs=1e-4)
 
 
+TREE_HYPOS = [
+    " The council met on Tuesday to discuss the budget for next year.",
+    " The council met on Tuesday and agreed on nothing at all.",
+    " The council met on Tuesday and agreed on nothing at all.",  # a duplicate shares every token
+    " The council met.",
+    " Budget talks.",
+    " The council met on Tuesday and agreed on a budget.",
+]
+
+
+def body_tokens(backend):
+    """Count the (padded) token columns the decoder body runs over."""
+    seen = []
+    backend.body.register_forward_pre_hook(lambda m, a, kw: seen.append(kw["input_ids"].numel()), with_kwargs=True)
+    return seen
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])  # gemma3: 6-token sliding window, far shorter than the rows
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_token_tree_sharing_gives_the_same_numbers_with_less_work(arch, attn):
+    tree = make_backend("char", arch, attn_implementation=attn, min_shared_tokens=4, tree_min_shared=4)
+    chains = make_backend("char", arch, attn_implementation=attn, min_shared_tokens=4, tree_sharing=False)
+    flat = make_backend("char", arch, attn_implementation=attn, prefix_sharing=False)
+    assert tree._tree_layout is not None and chains._tree_layout is None
+    context = "Article: The council met on Tuesday to discuss the budget.\n\nTL;DR:"
+    requests = [ContinuationRequest(context, h, group="doc") for h in TREE_HYPOS]
+    work = {name: body_tokens(b) for name, b in [("tree", tree), ("chains", chains)]}
+    expected = continuation_scores(flat, requests)
+    for backend in (tree, chains):
+        for x, y in zip(continuation_scores(backend, requests), expected):
+            assert len(x) == len(y)
+            assert max(abs(p - q) for p, q in zip(x, y)) <= 1e-4
+    assert sum(work["tree"]) < 0.8 * sum(work["chains"])  # the shared " The council met on Tuesday" runs once
+    cands = [CandidateRequest(context + h + "\n- Coherence: ", SCALES["1-10"], group="doc") for h in TREE_HYPOS]
+    for x, y in zip(tree.candidate_logprobs(cands), flat.candidate_logprobs(cands)):
+        assert x.logprobs == pytest.approx(y.logprobs, abs=1e-4)
+
+
+def test_tree_sharing_is_off_where_the_model_cannot_take_tree_masks():
+    backend = make_backend("char", "llama")
+    backend.model.config.sliding_window = 16  # one model-wide window and no layer types: no tree masks
+    assert backend._tree_mask_layout() is None
+    backend.model.config.sliding_window = None
+    assert backend._tree_mask_layout() == {"full_attention": (0, None)}
+    assert make_backend("char", "gemma3")._tree_layout == {"sliding_attention": (0, 6), "full_attention": (1, None)}
+
+
 def test_bos_exactly_once_even_when_the_text_carries_it():
     backend = make_backend("char")
     assert backend.encode("<bos>hello")[:2] == [backend.tokenizer.bos_token_id, backend.encode("h")[1]]
@@ -155,20 +202,17 @@ def test_seeded_generation_is_reproducible_and_leaves_the_global_rng_alone():
 
 
 def test_batches_bound_padding_and_keep_small_batches_whole():
-    from judge_reward.backends.hf import TokenRow
-
     backend = make_backend("char")
     lengths = [135, 84, 116, 86, 104, 87, 135, 106]
-    rows = [TokenRow(list(range(1, n + 1)), 1) for n in lengths]
-    batches = list(backend._batches(rows, list(range(len(rows))), 0))
+    batches = list(backend._batches(lengths, range(len(lengths))))
     assert [[lengths[i] for i in b] for b in batches] == [[84, 86, 87, 104, 106], [116, 135, 135]]
     for b in batches:  # padding stays within max_padding of each batch's padded tokens
         longest = max(lengths[i] for i in b)
         assert len(b) * longest - sum(lengths[i] for i in b) <= backend.config.max_padding * len(b) * longest
     backend.config.min_split_tokens = 10_000  # too few tokens to be worth splitting
-    assert len(list(backend._batches(rows, list(range(len(rows))), 0))) == 1
+    assert len(list(backend._batches(lengths, range(len(lengths))))) == 1
     backend.config.min_split_tokens, backend.config.max_padding = 0, 1.0  # never split for padding
-    assert len(list(backend._batches(rows, list(range(len(rows))), 0))) == 1
+    assert len(list(backend._batches(lengths, range(len(lengths))))) == 1
 
 
 def test_max_padding_must_not_be_negative():

@@ -74,7 +74,7 @@ def make_tokenizer(style: str) -> PreTrainedTokenizerFast:
     raise ValueError(f"style: unknown tokenizer style {style!r}")
 
 
-def make_model(tokenizer, arch: str = "llama", seed: int = 0, dtype=torch.float32):
+def make_model(tokenizer, arch: str = "llama", seed: int = 0, dtype=torch.float32, attn_implementation: str = "sdpa"):
     from transformers import AutoModelForCausalLM, Gemma3TextConfig, LlamaConfig
 
     torch.manual_seed(seed)
@@ -91,17 +91,17 @@ def make_model(tokenizer, arch: str = "llama", seed: int = 0, dtype=torch.float3
         config = Gemma3TextConfig(**common, head_dim=8, sliding_window=6, layer_types=["sliding_attention", "full_attention"])
     else:
         raise ValueError(f"arch: unknown {arch!r}")
-    model = AutoModelForCausalLM.from_config(config).to(dtype).eval()
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation).to(dtype).eval()
     # Random init is nearly uniform over the vocabulary; sharpen it so probabilities differ visibly.
     with torch.no_grad():
         model.get_output_embeddings().weight.mul_(20.0)
     return model
 
 
-def make_backend(style: str = "char", arch: str = "llama", seed: int = 0, **config):
+def make_backend(style: str = "char", arch: str = "llama", seed: int = 0, attn_implementation: str = "sdpa", **config):
     from judge_reward.backends.hf import HFBackend, HFBackendConfig
 
     tok = make_tokenizer(style)
-    model = make_model(tok, arch, seed)
+    model = make_model(tok, arch, seed, attn_implementation=attn_implementation)
     cfg = HFBackendConfig(device="cpu", progress=False, **config)
     return HFBackend(cfg, model=model, tokenizer=tok, model_id=f"tiny-{style}-{arch}-{seed}")

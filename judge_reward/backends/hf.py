@@ -22,10 +22,11 @@ import logging
 import math
 import os
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -39,6 +40,7 @@ from .base import (
     GenerationRequest,
 )
 from .loading import DEFAULT_MODEL, converted_directory, resolve_model
+from .token_tree import pack_token_tree
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,16 @@ class HFBackendConfig:
     """Run a group's shared prefix once and reuse its KV cache for every row of the group."""
     min_shared_tokens: int = 32
     """Share a prefix only when it is at least this long; shorter ones are cheaper to recompute."""
+    tree_sharing: bool = True
+    """After a group's common prefix, pack rows that still share their beginnings (extractive summaries
+    opening with the same sentence, repeated GRPO completions) into token trees, so each shared token is
+    computed once (see :mod:`judge_reward.backends.token_tree`). Used where the model takes custom
+    attention masks (sdpa or eager attention, full or sliding-window layers); the numbers do not change."""
+    tree_min_shared: int = 8
+    """Pack a row with its neighbour only when they share at least this many tokens."""
+    tree_max_row_tokens: int = 256
+    """Longest packed row (a cluster, or short rows laid end to end): every token of a packed row
+    attends over the whole row, masked. 256 was fastest on SummEval (192: 3% slower, 512: 15%)."""
     head_chunk: int = 256
     """Positions per LM-head matmul. The backend keeps one fp32 (and one model-dtype) logits buffer of
     this many rows x vocabulary between calls: 256 x 262k (Gemma) is 256 MB fp32 + 128 MB bf16."""
@@ -165,9 +177,20 @@ class HFBackend:
         self._digit_ids: torch.Tensor | None = None
         self._head_buffers: tuple[torch.Tensor | None, torch.Tensor] | None = None
         self._head_lock = threading.Lock()
+        self.work: Counter[str] = Counter()
+        """Tokens run since load: ``requested`` (the rows' own tokens), ``body`` (token columns the decoder
+        ran over, padding included, shared prefixes and tree tokens once) and ``head`` (LM-head rows)."""
         if self.config.prompt_format == "chat" and not getattr(tokenizer, "chat_template", None):
             raise ValueError("prompt_format: 'chat' needs a tokenizer with a chat template; this one has none")
         self._check_head_path()
+        self._tree_layout = self._tree_mask_layout()
+        # Cost estimates that choose how packed rows are laid out: decoder matmul FLOPs per token, and
+        # attention FLOPs per token and key, weighted by 2.5 because CPU attention (SDPA, head_dim 256)
+        # ran at ~40% of the matmul rate in benchmarks/gptscore_throughput.py.
+        cfg = model.config
+        self._flops_per_token = 2 * sum(p.numel() for n, p in self.body.named_parameters() if p.dim() == 2 and "embed" not in n)
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self._flops_per_key = 2.5 * 4 * cfg.num_attention_heads * head_dim * cfg.num_hidden_layers
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -194,6 +217,19 @@ class HFBackend:
                 f"model: {type(self.model).__name__} computes its logits in a way this backend does not "
                 "reproduce (head path check failed)"
             )
+
+    def _tree_mask_layout(self) -> dict[str, tuple[int, int | None]] | None:
+        """The attention masks a packed token tree needs, as {layer type: (a layer of that type, its
+        sliding window or None)}; None where this model cannot take custom masks (tree sharing off)."""
+        cfg = self.model.config
+        if not self.config.tree_sharing or getattr(cfg, "_attn_implementation", None) not in ("sdpa", "eager"):
+            return None
+        types = getattr(cfg, "layer_types", None)
+        if types is None:  # one kind of layer; a model-wide sliding window would need its own mask
+            return None if getattr(cfg, "sliding_window", None) else {"full_attention": (0, None)}
+        if not set(types) <= {"full_attention", "sliding_attention"}:
+            return None  # chunked or linear attention layers: no tree masks for those
+        return {t: (types.index(t), cfg.sliding_window if t == "sliding_attention" else None) for t in set(types)}
 
     # -- text -> ids: the one place prompts are rendered and tokenised ------------------------
 
@@ -393,6 +429,7 @@ class HFBackend:
             else:
                 flat.extend(members)
         total = sum(len(r.ids) for r in rows)
+        self.work["requested"] += total
         bar = tqdm(total=total, desc="judge", unit="tok", unit_scale=True, disable=self._quiet(len(rows)))
         with torch.inference_mode():
             for cut, members in shared:
@@ -401,14 +438,14 @@ class HFBackend:
         bar.close()
         return results  # type: ignore[return-value]
 
-    def _batches(self, rows: Sequence[TokenRow], members: list[int], offset: int):
-        """Length-sorted batches under the token and row budgets, with bounded padding."""
+    def _batches(self, lengths: Sequence[int], members: Sequence[int]):
+        """Length-sorted batches of ``members`` under the token and row budgets, with bounded padding."""
         cfg = self.config
-        order = sorted(members, key=lambda i: len(rows[i].ids))
+        order = sorted(members, key=lambda i: lengths[i])
         batch: list[int] = []
         real = 0
         for i in order:
-            n = len(rows[i].ids) - offset  # the longest so far: rows come sorted
+            n = lengths[i]  # the longest so far: rows come sorted
             padded = (len(batch) + 1) * n
             too_padded = real >= cfg.min_split_tokens and padded - (real + n) > cfg.max_padding * padded
             if batch and (padded > cfg.max_batch_tokens or len(batch) >= cfg.max_batch_rows or too_padded):
@@ -420,92 +457,147 @@ class HFBackend:
             yield batch
 
     def _run_flat(self, rows, members, results, bar) -> None:
-        for batch in self._batches(rows, members, 0):
+        for batch in self._batches([len(r.ids) for r in rows], members):
             width = max(len(rows[i].ids) for i in batch)
             ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
             mask = torch.zeros((len(batch), width), dtype=torch.long)
-            starts = []
+            located = []
             for b, i in enumerate(batch):
                 n = len(rows[i].ids)
                 start = width - n if self.config.padding_side == "left" else 0
                 ids[b, start:start + n] = torch.tensor(rows[i].ids)
                 mask[b, start:start + n] = 1
-                starts.append(start)
+                located.append((i, [(b, start + p) for p in range(rows[i].score_from - 1, n)]))
             position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+            self.work["body"] += ids.numel()
             hidden = self.body(
                 input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                 position_ids=position_ids.to(self.device),
             ).last_hidden_state
-            self._read(rows, batch, hidden, starts, [0] * len(batch), results)
+            self._read(rows, located, hidden, results)
             bar.update(sum(len(rows[i].ids) for i in batch))
 
     def _run_shared(self, rows, members, cut, results, bar) -> None:
+        """Run the group's common prefix once, then its rows' remaining tokens against that KV cache.
+
+        The remaining tokens are packed into token trees where rows still share beginnings (and the
+        model takes tree masks); otherwise each row is its own packed row, a plain chain.
+        """
         prefix = torch.tensor([rows[members[0]].ids[:cut]], device=self.device)
         prefix_cache = self.body(input_ids=prefix, use_cache=True).past_key_values
+        self.work["body"] += cut
         bar.update(cut)
-        for batch in self._batches(rows, members, cut):
-            width = max(len(rows[i].ids) for i in batch) - cut
+        suffixes = [rows[i].ids[cut:] for i in members]
+        if self._tree_layout is not None:
+            tree = pack_token_tree(
+                suffixes, self.config.tree_min_shared, self.config.tree_max_row_tokens,
+                column_cost=lambda width: self._flops_per_token + self._flops_per_key * (cut + width),
+            )
+        else:
+            tree = pack_token_tree(suffixes, min_shared=1, max_row_tokens=0)  # a chain per row
+        readers = defaultdict(list)  # packed row -> the members read from it
+        for k in range(len(members)):
+            readers[tree.row_of[k]].append(k)
+        for batch in self._batches([len(r) for r in tree.rows], range(len(tree.rows))):
+            packed = [tree.rows[r] for r in batch]
+            width = max(len(r) for r in packed)
             ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(batch), cut + width), dtype=torch.long)
-            mask[:, :cut] = 1
-            for b, i in enumerate(batch):
-                n = len(rows[i].ids) - cut
-                ids[b, :n] = torch.tensor(rows[i].ids[cut:])
-                mask[b, cut:cut + n] = 1
+            depth = torch.zeros((len(batch), width), dtype=torch.long)
+            for b, row in enumerate(packed):
+                ids[b, :len(row)] = torch.tensor(row.tokens)
+                depth[b, :len(row)] = torch.tensor(row.depths)
             cache = copy.deepcopy(prefix_cache)  # the forward pass extends the cache in place
             cache.batch_repeat_interleave(len(batch))
-            position_ids = torch.arange(cut, cut + width).expand(len(batch), -1)
+            self.work["body"] += ids.numel()
             hidden = self.body(
-                input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                position_ids=position_ids.to(self.device), past_key_values=cache, use_cache=True,
+                input_ids=ids.to(self.device), attention_mask=self._suffix_masks(packed, width, cut, cache),
+                position_ids=(cut + depth).to(self.device), past_key_values=cache, use_cache=True,
             ).last_hidden_state
-            self._read(rows, batch, hidden, [0] * len(batch), [cut] * len(batch), results)
-            bar.update(sum(len(rows[i].ids) - cut for i in batch))
+            located = []
+            for b, r in enumerate(batch):
+                for k in readers[r]:
+                    i, cols = members[k], tree.columns[k]
+                    located.append((i, [(b, cols[p - cut]) for p in range(rows[i].score_from - 1, len(rows[i].ids))]))
+            self._read(rows, located, hidden, results)
+            bar.update(sum(len(suffixes[k]) for r in batch for k in readers[r]))
 
-    def _read(self, rows, batch, hidden, starts, offsets, results) -> None:
-        """Gather the needed hidden states of a batch, run the LM head on them only, fill results.
+    def _suffix_masks(self, packed, width: int, cut: int, cache):
+        """Attention masks for packed rows after a cached prefix of ``cut`` tokens.
 
-        The head runs in chunks and keeps only the wanted numbers per position (the target token's
-        log-probability, or a set's total), never a full vocabulary row per position.
+        Without tree sharing: the usual 2-D padding mask. With it: a 4-D mask per layer type. A token
+        at depth d sits at position cut + d and sees the prefix (within the sliding window, by
+        position, for sliding layers) and its own ancestors in the row. A sliding layer's cache keeps
+        only the prefix's last tokens; its mask covers exactly the keys that cache returns.
         """
-        index_b, index_t, targets, set_slots = [], [], [], {}
-        spans = []
-        for b, i in enumerate(batch):
-            row, base = rows[i], starts[b] - offsets[b]  # hidden column of sequence position p: p + base
-            k = len(index_b)
-            for p in range(row.score_from - 1, len(row.ids) - 1):
-                index_b.append(b)
-                index_t.append(p + base)
-                targets.append(row.ids[p + 1])
-            if row.next_sets:
-                set_slots[len(index_b)] = row.next_sets
-                index_b.append(b)
-                index_t.append(len(row.ids) - 1 + base)
-                targets.append(-1)
-            spans.append((i, k, len(row.ids) - row.score_from))
-        picked = hidden[torch.tensor(index_b, device=hidden.device), torch.tensor(index_t, device=hidden.device)]
-        target_ids = torch.tensor(targets, dtype=torch.long, device=hidden.device)
-        token_lp = torch.empty(len(targets), dtype=torch.float32)
+        if self._tree_layout is None:
+            mask = torch.zeros((len(packed), cut + width), dtype=torch.long)
+            mask[:, :cut] = 1
+            for b, row in enumerate(packed):
+                mask[b, cut:cut + len(row)] = 1
+            return mask.to(self.device)
+        tree = torch.from_numpy(np.stack([row.ancestor_mask(width) for row in packed]))
+        depth = torch.zeros((len(packed), width), dtype=torch.long)
+        for b, row in enumerate(packed):
+            depth[b, :len(row)] = torch.tensor(row.depths)
+        masks = {}
+        for layer_type, (layer, window) in self._tree_layout.items():
+            kv_length, kv_offset = cache.get_mask_sizes(width, layer)
+            key_position = kv_offset + torch.arange(kv_length - width)
+            if window is None:
+                seen = torch.ones((len(packed), width, kv_length - width), dtype=torch.bool)
+                own = tree
+            else:
+                seen = (cut + depth)[:, :, None] - key_position[None, None, :] < window
+                own = tree & (depth[:, :, None] - depth[:, None, :] < window)
+            mask = torch.cat([seen, own], dim=-1)[:, None].to(self.device)
+            if self.model.config._attn_implementation == "eager":  # eager attention adds its mask
+                mask = torch.zeros(mask.shape, dtype=self.dtype, device=self.device).masked_fill_(
+                    ~mask, torch.finfo(self.dtype).min)
+            masks[layer_type] = mask
+        return masks if "sliding_attention" in masks else masks["full_attention"]
+
+    def _read(self, rows, located, hidden, results) -> None:
+        """Run the LM head on the hidden states the rows need, once per distinct state; fill results.
+
+        ``located`` pairs each row with the (batch, column) of its sequence positions from
+        ``score_from - 1`` to its last token. Rows packed into one token tree share columns: each
+        distinct column gets one head pass. The head runs in chunks and keeps only the wanted numbers
+        per position (target log-probabilities, set totals), never a full vocabulary row.
+        """
+        slot_of: dict[tuple[int, int], int] = {}
+        pair_slot, pair_target, spans, set_reads = [], [], [], []
+        for i, where in located:
+            row = rows[i]
+            spans.append((i, len(pair_slot), len(where) - 1))
+            pair_slot.extend(slot_of.setdefault(bt, len(slot_of)) for bt in where[:-1])
+            pair_target.extend(row.ids[row.score_from:])
+            if row.next_sets:  # the last position is read only for its sets
+                set_reads.append((i, slot_of.setdefault(where[-1], len(slot_of)), row.next_sets))
+        index = torch.tensor(list(slot_of), dtype=torch.long, device=hidden.device).reshape(-1, 2)
+        picked = hidden[index[:, 0], index[:, 1]]
+        self.work["head"] += len(slot_of)
+        pair_slot_t = torch.tensor(pair_slot, dtype=torch.long, device=hidden.device)
+        pair_target_t = torch.tensor(pair_target, dtype=torch.long, device=hidden.device)
+        token_lp = torch.empty(len(pair_slot), dtype=torch.float32, device=hidden.device)
         set_lp: dict[int, list[float]] = {}
         step = self.config.head_chunk
         with self._head_lock:  # the logits buffers are shared by every call
-            for lo in range(0, len(targets), step):
-                chunk_targets = target_ids[lo:lo + step]
+            for lo in range(0, len(slot_of), step):
                 logits = self._logits(picked[lo:lo + step])
-                target_logit = logits.gather(1, chunk_targets.clamp(min=0)[:, None])[:, 0]
-                set_logit: dict[int, list[torch.Tensor]] = {}
-                for slot in [s for s in set_slots if lo <= s < lo + step]:
-                    row_logits = logits[slot - lo]
-                    set_logit[slot] = [
-                        torch.logsumexp(row_logits[torch.tensor(ids, dtype=torch.long, device=logits.device)], 0)
-                        for ids in set_slots[slot]
-                    ]
+                here = ((pair_slot_t >= lo) & (pair_slot_t < lo + step)).nonzero()[:, 0]
+                target_logit = logits[pair_slot_t[here] - lo, pair_target_t[here]]
+                set_logit = [
+                    (i, slot, [torch.logsumexp(logits[slot - lo, torch.tensor(ids, dtype=torch.long, device=logits.device)], 0)
+                               for ids in sets])
+                    for i, slot, sets in set_reads if lo <= slot < lo + step
+                ]
                 norm = self._logsumexp_(logits)  # overwrites the logits: read them first
-                token_lp[lo:lo + step] = (target_logit - norm).cpu()
-                for slot, values in set_logit.items():
-                    set_lp[slot] = [(v - norm[slot - lo]).item() for v in values]
+                token_lp[here] = target_logit - norm[pair_slot_t[here] - lo]
+                for i, slot, values in set_logit:
+                    set_lp[i] = [(v - norm[slot - lo]).item() for v in values]
+        token_lp = token_lp.cpu()
         for i, k, n in spans:
-            results[i] = RowResult(token_lp[k:k + n].tolist(), set_lp.get(k + n, []))
+            results[i] = RowResult(token_lp[k:k + n].tolist(), set_lp.get(i, []))
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """fp32 logits of ``hidden`` (n x vocab), written into a buffer kept between calls.
