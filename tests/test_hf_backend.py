@@ -75,6 +75,32 @@ def test_mass_is_the_probability_of_the_slot_values():
     assert sum(math.exp(x) for x in got.logprobs) == pytest.approx(logp[digit].exp().sum().item(), rel=1e-5)
 
 
+
+def test_head_bias_and_logit_softcapping_match_the_models_own_logits():
+    """The head is applied apart from the body (only where read): bias and soft-capping must match."""
+    from judge_reward.backends.hf import HFBackend, HFBackendConfig
+    from tiny_models import make_model, make_tokenizer
+
+    tok = make_tokenizer("char")
+    model = make_model(tok, "gemma3")
+    model.config.final_logit_softcapping = 3.0  # small, so capping changes the numbers visibly
+    old = model.lm_head
+    model.lm_head = torch.nn.Linear(old.in_features, old.out_features, bias=True)
+    with torch.no_grad():
+        model.lm_head.weight.copy_(old.weight)
+        model.lm_head.bias.normal_(0.0, 2.0)
+    backend = HFBackend(HFBackendConfig(device="cpu", progress=False, head_chunk=4), model=model, tokenizer=tok)
+    [got] = backend.candidate_logprobs([CandidateRequest(PROMPT, SCALES["1-10"])])
+    assert normalise(got.logprobs) == pytest.approx(brute_force(backend, PROMPT, SCALES["1-10"]), abs=1e-5)
+    context, text = "A cat sat on the mat.", " A cat sat quietly on it."
+    [cont] = backend.continuation_logprobs([ContinuationRequest(context, text)])
+    ids, start, _ = backend.split_tokens(context, text)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), -1)
+    expected = [logp[t - 1, ids[t]].item() for t in range(start, len(ids))]
+    assert len(expected) > 4  # more positions than one head chunk
+    assert cont.token_logprobs == pytest.approx(expected, abs=1e-4)
+
 TEXTS = [
     ("The council met on Tuesday to discuss the budget. " * 3, " The council met."),
     ("A cat sat on the mat.", " A cat sat."),
