@@ -8,6 +8,7 @@ trees). Same model, same prompts; prints both times (ours: the median of ``--rep
 the ratio, and the Spearman correlation between the two sets of scores.
 
     python benchmarks/gptscore_throughput.py --docs 2
+    python benchmarks/gptscore_throughput.py --docs 2 --profile   # plus where our time goes, by operator
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--docs", type=int, default=2, help="SummEval documents (16 summaries each)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of ours (the median is reported)")
+    parser.add_argument("--profile", action="store_true", help="after the timings, profile one more run of ours by operator")
     args = parser.parse_args()
     aspect = load_aspects("summeval").get("coherence")
     items = [Item(r["system_output"], r["source"]) for doc in summeval(args.docs) for r in doc]
@@ -111,6 +113,27 @@ def main() -> None:
     print(f"achieved {flops / t_ours / 1e9:.1f} GFLOP/s of model matmuls vs a {ours.dtype} 2048^3 matmul at "
           f"{peak / 1e9:.1f} GFLOP/s on this machine ({100 * flops / t_ours / peak:.0f}%); the baseline achieved "
           f"{baseline_flops(base_backend, aspect, items) / t_base / 1e9:.1f} GFLOP/s of (mostly wasted) work")
+    if args.profile:
+        print_profile(ours, aspect, items)
+
+
+def print_profile(backend: HFBackend, aspect, items) -> None:
+    """One more run of ours under torch.profiler; time per operator family (self CPU time)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        GPTScore().score(backend, aspect, items)
+    families = {"matmuls (body linears + LM head)": ("aten::mm", "aten::bmm", "aten::addmm"),
+                "attention kernel": ("aten::_scaled_dot_product",),
+                "exp (LM-head log-sum-exp)": ("aten::exp_",)}
+    totals = dict.fromkeys([*families, "everything else"], 0.0)
+    for event in prof.key_averages():
+        name = next((f for f, prefixes in families.items() if event.key.startswith(prefixes)), "everything else")
+        totals[name] += event.self_cpu_time_total / 1e6
+    whole = sum(totals.values())
+    print(f"profile of one run ({whole:.2f} s of operator time under the profiler):")
+    for name, seconds in totals.items():
+        print(f"  {name:34s} {seconds:6.2f} s  {100 * seconds / whole:4.0f}%")
 
 
 if __name__ == "__main__":
