@@ -40,27 +40,19 @@ def baseline_scores(backend: HFBackend, aspect, items) -> list[float]:
     return out
 
 
-def _matmul_params(backend: HFBackend) -> tuple[int, int]:
-    """Parameters multiplied per token in the decoder body, and in the LM head."""
-    head = backend.head.weight.numel()
-    body = sum(p.numel() for n, p in backend.body.named_parameters() if p.dim() == 2 and "embed" not in n)
-    return body, head
-
-
 def work_flops(backend: HFBackend, work) -> float:
     """Matmul FLOPs of the work the backend reports: the decoder body over every token column it ran
     (shared prefixes and token-tree tokens once, padding included), the LM head on the rows it read."""
-    body, head = _matmul_params(backend)
-    return 2 * body * work["body"] + 2 * head * work["head"]
+    return sum(backend.flops_per_token[part] * work[part] for part in ("body", "head"))
 
 
 def baseline_flops(backend: HFBackend, aspect, items) -> float:
-    body, head = _matmul_params(backend)
+    per_token = backend.flops_per_token["body"] + backend.flops_per_token["head"]
     total = 0.0
     for item in items:
         p = build_gptscore_prompt(aspect, item.source, item.output)
         ids, _, _ = backend.split_tokens(p.context, p.continuation)
-        total += 2 * (body + head) * len(ids)
+        total += per_token * len(ids)
     return total
 
 

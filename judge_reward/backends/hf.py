@@ -186,15 +186,19 @@ class HFBackend:
         self.work: Counter[str] = Counter()
         """Tokens run since load: ``requested`` (the rows' own tokens), ``body`` (token columns the decoder
         ran over, padding included, shared prefixes and tree tokens once) and ``head`` (LM-head rows)."""
+        self.flops_per_token = {
+            "body": 2 * sum(p.numel() for n, p in self.body.named_parameters() if p.dim() == 2 and "embed" not in n),
+            "head": 2 * self.head.weight.numel(),
+        }
+        """Matmul FLOPs per unit of the ``body`` and ``head`` work counters (attention excluded)."""
         if self.config.prompt_format == "chat" and not getattr(tokenizer, "chat_template", None):
             raise ValueError("prompt_format: 'chat' needs a tokenizer with a chat template; this one has none")
         self._check_head_path()
         self._tree_layout = self._tree_mask_layout()
-        # Cost estimates that choose how packed rows are laid out: decoder matmul FLOPs per token, and
-        # attention FLOPs per token and key, weighted by 2.5 because CPU attention (SDPA, head_dim 256)
-        # ran at ~40% of the matmul rate in benchmarks/gptscore_throughput.py.
+        # Cost estimate that chooses how packed rows are laid out, beside the body's matmul FLOPs per
+        # token: attention FLOPs per token and key, weighted by 2.5 because CPU attention (SDPA,
+        # head_dim 256) ran at ~40% of the matmul rate in benchmarks/gptscore_throughput.py.
         cfg = model.config
-        self._flops_per_token = 2 * sum(p.numel() for n, p in self.body.named_parameters() if p.dim() == 2 and "embed" not in n)
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self._flops_per_key = 2.5 * 4 * cfg.num_attention_heads * head_dim * cfg.num_hidden_layers
 
@@ -498,7 +502,7 @@ class HFBackend:
         if self._tree_layout is not None:
             tree = pack_token_tree(
                 suffixes, self.config.tree_min_shared, self.config.tree_max_row_tokens,
-                column_cost=lambda width: self._flops_per_token + self._flops_per_key * (cut + width),
+                column_cost=lambda width: self.flops_per_token["body"] + self._flops_per_key * (cut + width),
             )
         else:
             tree = pack_token_tree(suffixes, min_shared=1, max_row_tokens=0)  # a chain per row
@@ -517,7 +521,7 @@ class HFBackend:
             cache.batch_repeat_interleave(len(batch))
             self.work["body"] += ids.numel()
             hidden = self.body(
-                input_ids=ids.to(self.device), attention_mask=self._suffix_masks(packed, width, cut, cache),
+                input_ids=ids.to(self.device), attention_mask=self._suffix_masks(packed, depth, cut, cache),
                 position_ids=(cut + depth).to(self.device), past_key_values=cache, use_cache=True,
             ).last_hidden_state
             located = []
@@ -528,14 +532,16 @@ class HFBackend:
             self._read(rows, located, hidden, results)
             bar.update(sum(len(suffixes[k]) for r in batch for k in readers[r]))
 
-    def _suffix_masks(self, packed, width: int, cut: int, cache):
-        """Attention masks for packed rows after a cached prefix of ``cut`` tokens.
+    def _suffix_masks(self, packed, depth: torch.Tensor, cut: int, cache):
+        """Attention masks for packed rows after a cached prefix of ``cut`` tokens; ``depth`` holds
+        each column's depth in its row (batch x width, 0 on padding).
 
         Without tree sharing: the usual 2-D padding mask. With it: a 4-D mask per layer type. A token
         at depth d sits at position cut + d and sees the prefix (within the sliding window, by
         position, for sliding layers) and its own ancestors in the row. A sliding layer's cache keeps
         only the prefix's last tokens; its mask covers exactly the keys that cache returns.
         """
+        width = depth.shape[1]
         if self._tree_layout is None:
             mask = torch.zeros((len(packed), cut + width), dtype=torch.long)
             mask[:, :cut] = 1
@@ -543,9 +549,6 @@ class HFBackend:
                 mask[b, cut:cut + len(row)] = 1
             return mask.to(self.device)
         tree = torch.from_numpy(np.stack([row.ancestor_mask(width) for row in packed]))
-        depth = torch.zeros((len(packed), width), dtype=torch.long)
-        for b, row in enumerate(packed):
-            depth[b, :len(row)] = torch.tensor(row.depths)
         masks = {}
         for layer_type, (layer, window) in self._tree_layout.items():
             kv_length, kv_offset = cache.get_mask_sizes(width, layer)
@@ -617,13 +620,17 @@ class HFBackend:
         return torch.matmul(hidden, self.head.weight.t(), out=self._head_buffer[:n])
 
     def _finish(self, raw: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """fp32 logits from raw head values ``raw`` at vocabulary ids ``ids``: add the bias, soft-cap."""
-        logits = raw.float()
+        """fp32 logits from raw head values ``raw`` at vocabulary ids ``ids`` (a new tensor)."""
+        return self._finish_(raw.to(torch.float32, copy=True), ids)
+
+    def _finish_(self, logits: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Add the head's bias and soft-cap, in place on fp32 ``logits`` whose last dimension holds
+        vocabulary ids ``ids`` (None: the whole vocabulary, in order)."""
         bias = getattr(self.head, "bias", None)
         if bias is not None:
-            logits = logits + bias[ids].float()
+            logits.add_((bias if ids is None else bias[ids]).float())
         if self.softcap:
-            logits = torch.tanh(logits / self.softcap) * self.softcap
+            logits.div_(self.softcap).tanh_().mul_(self.softcap)
         return logits
 
     def _log_normaliser(self, raw: torch.Tensor) -> torch.Tensor:
@@ -636,15 +643,9 @@ class HFBackend:
         rows = n if raw.device.type != "cpu" else min(n, _CPU_NORMALISER_ROWS)
         if self._normaliser_block is None or self._normaliser_block.shape[0] < rows or self._normaliser_block.device != raw.device:
             self._normaliser_block = torch.empty(rows, vocab, dtype=torch.float32, device=raw.device)
-        bias = getattr(self.head, "bias", None)
         out = torch.empty(n, dtype=torch.float32, device=raw.device)
         for r in range(0, n, rows):
-            block = self._normaliser_block[:min(rows, n - r)]
-            block.copy_(raw[r:r + rows])
-            if bias is not None:
-                block.add_(bias.float())
-            if self.softcap:
-                block.div_(self.softcap).tanh_().mul_(self.softcap)
+            block = self._finish_(self._normaliser_block[:min(rows, n - r)].copy_(raw[r:r + rows]))
             top = block.amax(dim=-1, keepdim=True)
             out[r:r + rows] = top[:, 0] + block.sub_(top).exp_().sum(dim=-1).log()
         return out
