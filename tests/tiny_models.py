@@ -98,10 +98,11 @@ def make_model(tokenizer, arch: str = "llama", seed: int = 0, dtype=torch.float3
     return model
 
 
-def make_backend(style: str = "char", arch: str = "llama", seed: int = 0, attn_implementation: str = "sdpa", **config):
+def make_backend(style: str = "char", arch: str = "llama", seed: int = 0, attn_implementation: str = "sdpa",
+                 model_dtype=torch.float32, **config):
     from judge_reward.backends.hf import HFBackend, HFBackendConfig
 
     tok = make_tokenizer(style)
-    model = make_model(tok, arch, seed, attn_implementation=attn_implementation)
+    model = make_model(tok, arch, seed, dtype=model_dtype, attn_implementation=attn_implementation)
     cfg = HFBackendConfig(device="cpu", progress=False, **config)
     return HFBackend(cfg, model=model, tokenizer=tok, model_id=f"tiny-{style}-{arch}-{seed}")

@@ -39,6 +39,7 @@ from .base import (
     Generations,
     GenerationRequest,
 )
+from . import cpu_attention
 from .loading import DEFAULT_MODEL, converted_directory, resolve_model
 from .token_tree import pack_token_tree
 
@@ -84,6 +85,10 @@ class HFBackendConfig:
     """Longest packed row (a cluster, or short rows laid end to end): every token of a packed row
     attends over the whole row, masked. On 32 SummEval summaries 128 to 1024 all ran within run-to-run
     noise (~10%) of each other; 256 keeps the masked attention work of a row small."""
+    cpu_gemm_attention: bool = True
+    """On a CPU in bf16/fp16, run the model's attention as batched GEMMs instead of PyTorch's flash
+    kernel (about twice as fast for judging's shapes; eager attention's numerics; see
+    :mod:`judge_reward.backends.cpu_attention`). Applies to models on transformers' SDPA attention."""
     head_chunk: int = 256
     """Positions per LM-head matmul. The backend keeps one model-dtype buffer of this many rows x
     vocabulary between calls (256 x 262k for Gemma: 128 MB in bf16), plus a few fp32 rows on a CPU."""
@@ -193,14 +198,17 @@ class HFBackend:
         """Matmul FLOPs per unit of the ``body`` and ``head`` work counters (attention excluded)."""
         if self.config.prompt_format == "chat" and not getattr(tokenizer, "chat_template", None):
             raise ValueError("prompt_format: 'chat' needs a tokenizer with a chat template; this one has none")
+        self._use_gemm_attention()
         self._check_head_path()
         self._tree_layout = self._tree_mask_layout()
         # Cost estimate that chooses how packed rows are laid out, beside the body's matmul FLOPs per
-        # token: attention FLOPs per token and key, weighted by 2.5 because CPU attention (SDPA,
-        # head_dim 256) ran at ~40% of the matmul rate in benchmarks/gptscore_throughput.py.
+        # token: attention FLOPs per token and key, weighted by how much slower than the matmuls
+        # attention runs (benchmarks/attention_kernels.py, head_dim 256 on a CPU: the GEMM kernel at
+        # ~72% of the bf16 matmul rate, SDPA's flash kernel at ~37%).
         cfg = model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        self._flops_per_key = 2.5 * 4 * cfg.num_attention_heads * head_dim * cfg.num_hidden_layers
+        slowdown = 1.4 if cfg._attn_implementation == cpu_attention.NAME else 2.7
+        self._flops_per_key = slowdown * 4 * cfg.num_attention_heads * head_dim * cfg.num_hidden_layers
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -214,6 +222,12 @@ class HFBackend:
         tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype, local_files_only=True)
         return model.to(self.device), tokenizer, source.model_id
+
+    def _use_gemm_attention(self) -> None:
+        if (self.config.cpu_gemm_attention and self.device.type == "cpu"
+                and self.dtype in (torch.bfloat16, torch.float16)
+                and getattr(self.model.config, "_attn_implementation", None) == "sdpa"):
+            self.model.set_attn_implementation(cpu_attention.NAME)
 
     def _check_head_path(self) -> None:
         """Fail loudly if body + head differs from the model's own logits (an unusual head, a scaling)."""
@@ -233,7 +247,7 @@ class HFBackend:
         """The attention masks a packed token tree needs, as {layer type: (a layer of that type, its
         sliding window or None)}; None where this model cannot take custom masks (tree sharing off)."""
         cfg = self.model.config
-        if not self.config.tree_sharing or getattr(cfg, "_attn_implementation", None) not in ("sdpa", "eager"):
+        if not self.config.tree_sharing or getattr(cfg, "_attn_implementation", None) not in ("sdpa", "eager", cpu_attention.NAME):
             return None
         types = getattr(cfg, "layer_types", None)
         if types is None:  # one kind of layer; a model-wide sliding window would need its own mask
