@@ -9,6 +9,7 @@ the ratio, and the Spearman correlation between the two sets of scores.
 
     python benchmarks/gptscore_throughput.py --docs 2
     python benchmarks/gptscore_throughput.py --docs 2 --profile   # plus where our time goes, by operator
+    python benchmarks/gptscore_throughput.py --docs 2 --sdpa      # ours with PyTorch's flash attention
 """
 
 from __future__ import annotations
@@ -73,10 +74,11 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=2, help="SummEval documents (16 summaries each)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of ours (the median is reported)")
     parser.add_argument("--profile", action="store_true", help="after the timings, profile one more run of ours by operator")
+    parser.add_argument("--sdpa", action="store_true", help="ours with PyTorch's SDPA attention (cpu_gemm_attention off)")
     args = parser.parse_args()
     aspect = load_aspects("summeval").get("coherence")
     items = [Item(r["system_output"], r["source"]) for doc in summeval(args.docs) for r in doc]
-    ours = HFBackend(HFBackendConfig(progress=False))
+    ours = HFBackend(HFBackendConfig(progress=False, cpu_gemm_attention=not args.sdpa))
     print(f"model {ours.model_id}, {len(items)} summaries, torch threads {torch.get_num_threads()}")
     GPTScore().score(ours, aspect, items[:2])  # warm-up
     times = []
@@ -115,8 +117,8 @@ def print_profile(backend: HFBackend, aspect, items) -> None:
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         GPTScore().score(backend, aspect, items)
-    families = {"matmuls (body linears + LM head)": ("aten::mm", "aten::bmm", "aten::addmm"),
-                "attention kernel": ("aten::_scaled_dot_product",),
+    families = {"matmuls (body linears + LM head)": ("aten::mm", "aten::addmm"),
+                "attention (GEMM kernel's bmm + softmax, or SDPA)": ("aten::bmm", "aten::_softmax", "aten::_scaled_dot_product"),
                 "exp (LM-head log-sum-exp)": ("aten::exp_",)}
     totals = dict.fromkeys([*families, "everything else"], 0.0)
     for event in prof.key_averages():
@@ -125,7 +127,7 @@ def print_profile(backend: HFBackend, aspect, items) -> None:
     whole = sum(totals.values())
     print(f"profile of one run ({whole:.2f} s of operator time under the profiler):")
     for name, seconds in totals.items():
-        print(f"  {name:34s} {seconds:6.2f} s  {100 * seconds / whole:4.0f}%")
+        print(f"  {name:50s} {seconds:6.2f} s  {100 * seconds / whole:4.0f}%")
 
 
 if __name__ == "__main__":
