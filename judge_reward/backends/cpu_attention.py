@@ -29,8 +29,9 @@ NAME = "judge_reward_cpu_gemm"
 """The ``attn_implementation`` name this kernel is registered under in transformers."""
 
 MAX_SCORE_ELEMENTS = 1 << 25
-"""Largest score tensor (batch x heads x queries x keys) the kernel builds: 64 MB in bf16. Bigger
-calls (one very long sequence) go to SDPA, which never holds all scores at once."""
+"""Largest score tensor (batch x heads x queries x keys) the kernel builds: 64 MB in bf16, and as
+much again for the probabilities. Bigger calls (one very long sequence) go to SDPA, which never
+holds all scores at once."""
 
 _additive_masks: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 

@@ -88,7 +88,8 @@ class HFBackendConfig:
     cpu_gemm_attention: bool = True
     """On a CPU in bf16/fp16, run the model's attention as batched GEMMs instead of PyTorch's flash
     kernel (about twice as fast for judging's shapes; eager attention's numerics; see
-    :mod:`judge_reward.backends.cpu_attention`). Applies to models on transformers' SDPA attention."""
+    :mod:`judge_reward.backends.cpu_attention`). Applies to models on transformers' SDPA attention,
+    a model passed in included (its config's ``attn_implementation`` is switched)."""
     head_chunk: int = 256
     """Positions per LM-head matmul. The backend keeps one model-dtype buffer of this many rows x
     vocabulary between calls (256 x 262k for Gemma: 128 MB in bf16), plus a few fp32 rows on a CPU."""
