@@ -37,6 +37,18 @@ def timed(fn, repeats: int = 3):
     return statistics.median(times), out
 
 
+def matmul_peak(dtype) -> float:
+    """FLOP/s of a 2048^3 matmul in ``dtype`` on this machine now (median of 5 after a warm-up): the
+    reference rate the benchmarks compare their achieved rates with."""
+    import torch
+
+    a = torch.randn(2048, 2048, dtype=dtype)
+    b = torch.randn(2048, 2048, dtype=dtype)
+    a @ b
+    seconds, _ = timed(lambda: a @ b, repeats=5)
+    return 2 * 2048**3 / seconds
+
+
 @contextmanager
 def serve_in_subprocess(yaml_path: Path, options: list[str], log_path: Path, timeout: float = 600) -> Iterator[str]:
     """Run ``judge-reward serve --config yaml_path *options`` on a free loopback port; yield its URL.

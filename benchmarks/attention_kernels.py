@@ -12,12 +12,11 @@ largest difference from attention computed in fp32, and a bf16 2048^3 matmul's r
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from _common import matmul_peak, timed
 from judge_reward.backends.cpu_attention import gemm_attention_forward, uses_gemm_kernel
 
 HEADS, KV_HEADS, DIM = 4, 1, 256
@@ -30,13 +29,8 @@ class Layer(torch.nn.Module):
 
 
 def median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
+    fn()  # warm-up
+    return 1e3 * timed(fn, repeats)[0]
 
 
 def tree_mask(rows: int, width: int, prefix: int, branch: int, gen: torch.Generator) -> torch.Tensor:
@@ -74,8 +68,7 @@ def main() -> None:
             (rows, width, prefix + width, tree_mask(rows, width, prefix, 60, gen)),
     }
     layer = Layer()
-    a, b = torch.randn(2048, 2048, dtype=torch.bfloat16), torch.randn(2048, 2048, dtype=torch.bfloat16)
-    peak = 2 * 2048**3 / median_ms(lambda: a @ b, 5) / 1e6
+    peak = matmul_peak(torch.bfloat16) / 1e9
     print(f"torch threads {torch.get_num_threads()}; bf16 2048^3 matmul: {peak:.0f} GFLOP/s")
     for name, (batch, q_len, n_keys, mask) in cases.items():
         q = torch.randn(batch, HEADS, q_len, DIM, generator=gen).bfloat16()

@@ -21,7 +21,7 @@ import time
 import torch
 from scipy.stats import spearmanr
 
-from _common import summeval
+from _common import matmul_peak, summeval
 from judge_reward import GPTScore, Item, load_aspects
 from judge_reward.backends.hf import HFBackend, HFBackendConfig
 from judge_reward.prompts.gptscore import build_gptscore_prompt
@@ -55,18 +55,6 @@ def baseline_flops(backend: HFBackend, aspect, items) -> float:
         ids, _, _ = backend.split_tokens(p.context, p.continuation)
         total += per_token * len(ids)
     return total
-
-
-def matmul_peak(dtype) -> float:
-    a = torch.randn(2048, 2048, dtype=dtype)
-    b = torch.randn(2048, 2048, dtype=dtype)
-    a @ b
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - start)
-    return 2 * 2048**3 / sorted(times)[2]
 
 
 def main() -> None:

@@ -208,7 +208,7 @@ class HFBackend:
         # ~72% of the bf16 matmul rate, SDPA's flash kernel at ~37%).
         cfg = model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        slowdown = 1.4 if cfg._attn_implementation == cpu_attention.NAME else 2.7
+        slowdown = 1.4 if getattr(cfg, "_attn_implementation", None) == cpu_attention.NAME else 2.7
         self._flops_per_key = slowdown * 4 * cfg.num_attention_heads * head_dim * cfg.num_hidden_layers
 
     # -- loading -----------------------------------------------------------------------------
