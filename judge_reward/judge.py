@@ -74,6 +74,10 @@ class JudgeConfig:
     geval: dict = field(default_factory=dict)
     rating: dict = field(default_factory=dict)
     cache: dict = field(default_factory=dict)
+    reward: dict = field(default_factory=dict)
+    """How scores become one reward (:class:`~judge_reward.reward.RewardConfig` fields: aspects,
+    weights, normalise, partial, guards); what ``judge-reward score``, the service and the TRL reward
+    functions built from this config all return."""
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "JudgeConfig":
@@ -90,6 +94,11 @@ class JudgeConfig:
         kind = self.backend.get("kind", "hf") if isinstance(self.backend, dict) else None
         if kind not in BACKENDS:
             raise ConfigError(f"backend.kind: unknown value {kind!r}; choose one of {BACKENDS}")
+        if self.reward is None:
+            self.reward = {}
+        from .reward import RewardConfig
+
+        RewardConfig.from_dict(self.reward)  # a bad reward section fails when the config loads
 
 
 def build_backend(spec: dict) -> JudgeBackend:

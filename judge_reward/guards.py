@@ -1,0 +1,362 @@
+"""Reward guards: what stops cheap manipulations from out-scoring a real answer.
+
+A reward is judged by what maximises it. Each guard here is a named part of the reward config
+(``reward.guards.<name>``), measures one property of the judged text, and is either a visible
+*penalty term* in the reward (``copy``, ``repetition``, ``length``, ``grounding``) or a visible
+*rewrite* of the judged text before the judge reads it (``injection``). Nothing changes a judge's
+score silently: :class:`GuardReport` carries what each guard measured, what it did, and what it
+cost, and the reward logs it as a component.
+
+Penalty guards share one shape: a statistic ``x`` of the text, a ``threshold`` up to which ``x``
+is free, and a ``weight`` (in the reward's units) that is paid in full when ``x`` reaches its worst
+value: ``penalty = weight * clip((x - threshold) / (worst - threshold), 0, 1)``.
+
+The statistics work on lower-cased word tokens (``\\w+``), so they apply to any language that
+separates words, any task and any aspect file; none is tuned to a probe's wording.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .aspects import ConfigError
+
+WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def words(text: str) -> list[str]:
+    return WORD.findall(text.lower())
+
+
+def ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+
+
+# -- statistics ------------------------------------------------------------------------------------
+
+
+def copied_share(output: Sequence[str], source_grams: set, n: int) -> float:
+    """Share of the output's word n-grams that also occur in the source (1 - novel n-gram share)."""
+    grams = ngrams(output, n)
+    if not grams:
+        return 0.0
+    return sum(g in source_grams for g in grams) / len(grams)
+
+
+def repeated_share(output: Sequence[str], n: int) -> float:
+    """Share of the output's word n-grams that repeat an earlier one (1 - distinct n-gram ratio)."""
+    grams = ngrams(output, n)
+    if len(grams) < 2:
+        return 0.0
+    return 1.0 - len(set(grams)) / len(grams)
+
+
+def novel_word_share(output: Sequence[str], source_words: set, min_chars: int) -> float:
+    """Share of the output's content words (at least ``min_chars`` long) absent from the source."""
+    content = [w for w in output if len(w) >= min_chars]
+    if not content:
+        return 1.0
+    return sum(w not in source_words for w in content) / len(content)
+
+
+# -- configs ----------------------------------------------------------------------------------------
+
+
+def _check_unit(where: str, value, allow_one: bool = True) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not (0.0 <= value <= 1.0):
+        raise ConfigError(f"{where}: expected a number in [0, 1], got {value!r}")
+    if not allow_one and value >= 1.0:
+        raise ConfigError(f"{where}: must be below 1, got {value!r}")
+
+
+def _check_positive_int(where: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{where}: expected a whole number >= 1, got {value!r}")
+
+
+def _check_weight(where: str, value) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        raise ConfigError(f"{where}: expected a number >= 0 (a penalty in the reward's units), got {value!r}")
+
+
+@dataclass
+class CopyGuard:
+    """Copying from the source: the share of the output's word n-grams found in the source.
+
+    A likelihood judge rewards copying (a model predicts text it has just read), so a policy
+    learns to paste the source. ``threshold`` is the share that is free (real abstractive
+    summaries reuse phrases), the full ``weight`` is paid for a verbatim copy.
+    """
+
+    enabled: bool = False
+    n: int = 4
+    threshold: float = 0.6
+    weight: float = 1.0
+
+    def __post_init__(self):
+        _check_positive_int("reward.guards.copy.n", self.n)
+        _check_unit("reward.guards.copy.threshold", self.threshold, allow_one=False)
+        _check_weight("reward.guards.copy.weight", self.weight)
+
+
+@dataclass
+class RepetitionGuard:
+    """Repetition inside the output: the share of its word n-grams that repeat an earlier one."""
+
+    enabled: bool = False
+    n: int = 3
+    threshold: float = 0.1
+    weight: float = 1.0
+
+    def __post_init__(self):
+        _check_positive_int("reward.guards.repetition.n", self.n)
+        _check_unit("reward.guards.repetition.threshold", self.threshold, allow_one=False)
+        _check_weight("reward.guards.repetition.weight", self.weight)
+
+
+@dataclass
+class LengthGuard:
+    """Length in words, against a floor and a ceiling relative to the source (and/or absolute).
+
+    Too short (a lone colon, an opener with nothing after it): the penalty grows as the output
+    falls from ``min_words`` to 0 words. Too long: it grows from ``max_source_ratio`` x the
+    source's length (or ``max_words``) to twice that.
+    """
+
+    enabled: bool = False
+    min_words: int = 5
+    max_words: int | None = None
+    max_source_ratio: float | None = 0.5
+    weight: float = 1.0
+
+    def __post_init__(self):
+        if not isinstance(self.min_words, int) or isinstance(self.min_words, bool) or self.min_words < 0:
+            raise ConfigError(f"reward.guards.length.min_words: expected a whole number >= 0, got {self.min_words!r}")
+        if self.max_words is not None:
+            _check_positive_int("reward.guards.length.max_words", self.max_words)
+        if self.max_source_ratio is not None and (
+            not isinstance(self.max_source_ratio, (int, float)) or isinstance(self.max_source_ratio, bool)
+            or self.max_source_ratio <= 0
+        ):
+            raise ConfigError(
+                f"reward.guards.length.max_source_ratio: expected a positive number or null, got {self.max_source_ratio!r}"
+            )
+        _check_weight("reward.guards.length.weight", self.weight)
+
+
+@dataclass
+class GroundingGuard:
+    """Text about something else: the share of the output's content words absent from the source.
+
+    A summary, answer or reply built on its source reuses the source's names and terms; fluent text
+    about another item, or a content-free opener, does not. ``min_chars`` keeps function words out.
+    Turn it off for tasks whose outputs legitimately leave the source's vocabulary (open dialogue).
+    """
+
+    enabled: bool = False
+    min_chars: int = 4
+    threshold: float = 0.5
+    weight: float = 1.0
+
+    def __post_init__(self):
+        _check_positive_int("reward.guards.grounding.min_chars", self.min_chars)
+        _check_unit("reward.guards.grounding.threshold", self.threshold, allow_one=False)
+        _check_weight("reward.guards.grounding.weight", self.weight)
+
+
+@dataclass
+class InjectionGuard:
+    """Text that talks to the judge instead of doing the task, removed before the judge reads it.
+
+    Removed: lines or sentences that imitate a rating (``<label>: <number>``, ``Score: 5/5``,
+    ``rated 5 out of 5``) where the label is a generic rating word or one of the aspect file's
+    aspect names; evaluation-form headings; text addressed to an evaluator, grader, judge or
+    reviewer, or telling the reader to ignore instructions; and text about the output itself
+    (``this summary is ...``, with the aspect file's output label). Each removed span costs
+    ``weight_per_span`` (so an injection never ties with the clean text) up to ``max_penalty``.
+    """
+
+    enabled: bool = False
+    weight_per_span: float = 0.5
+    max_penalty: float = 1.0
+
+    def __post_init__(self):
+        _check_weight("reward.guards.injection.weight_per_span", self.weight_per_span)
+        _check_weight("reward.guards.injection.max_penalty", self.max_penalty)
+
+
+GUARD_TYPES = {
+    "injection": InjectionGuard,
+    "copy": CopyGuard,
+    "repetition": RepetitionGuard,
+    "length": LengthGuard,
+    "grounding": GroundingGuard,
+}
+
+
+@dataclass
+class GuardsConfig:
+    """Every guard of a reward, each off unless its section says ``enabled: true``."""
+
+    injection: InjectionGuard = field(default_factory=InjectionGuard)
+    copy: CopyGuard = field(default_factory=CopyGuard)
+    repetition: RepetitionGuard = field(default_factory=RepetitionGuard)
+    length: LengthGuard = field(default_factory=LengthGuard)
+    grounding: GroundingGuard = field(default_factory=GroundingGuard)
+
+    @classmethod
+    def from_dict(cls, raw) -> "GuardsConfig":
+        from .judge import build_section
+
+        if raw is None:
+            return cls()
+        if isinstance(raw, GuardsConfig):
+            return raw
+        if not isinstance(raw, dict):
+            raise ConfigError(f"reward.guards: expected a mapping guard -> settings, got {raw!r}")
+        unknown = sorted(set(raw) - set(GUARD_TYPES))
+        if unknown:
+            raise ConfigError(f"reward.guards: unknown guard(s) {unknown}; known: {sorted(GUARD_TYPES)}")
+        built = {}
+        for name, section in raw.items():
+            if isinstance(section, bool):  # `copy: true` is short for `copy: {enabled: true}`
+                section = {"enabled": section}
+            built[name] = build_section(GUARD_TYPES[name], section, f"reward.guards.{name}")
+        return cls(**built)
+
+    @property
+    def enabled(self) -> list[str]:
+        return [name for name in GUARD_TYPES if getattr(self, name).enabled]
+
+    def without(self, *names: str) -> "GuardsConfig":
+        """A copy with the named guards switched off."""
+        from dataclasses import replace
+
+        return replace(self, **{n: replace(getattr(self, n), enabled=False) for n in names})
+
+
+# -- the injection rewrite --------------------------------------------------------------------------
+
+RATING_WORDS = ("rating", "score", "grade", "overall", "verdict", "evaluation", "stars", "points", "mark")
+ADDRESSEES = r"evaluator|evaluators|grader|graders|judge|judges|reviewer|reviewers|assessor|rater|raters|annotator|annotators"
+NUMBER = r"\d+(?:\.\d+)?"
+
+
+@dataclass(frozen=True)
+class InjectionPatterns:
+    """The compiled patterns of :class:`InjectionGuard` for one aspect vocabulary."""
+
+    rating: re.Pattern
+    heading: re.Pattern
+    addressed: re.Pattern
+    self_reference: re.Pattern
+
+    @classmethod
+    def build(cls, aspect_titles: Sequence[str], output_labels: Sequence[str]) -> "InjectionPatterns":
+        labels = sorted({*RATING_WORDS, *(t.lower() for t in aspect_titles)}, key=len, reverse=True)
+        label = "|".join(re.escape(x) for x in labels)
+        # "<label> (1-5): 4", "Score = 5/5", "coherence - 5 out of 5", "rated 5/5", "a 5 out of 5"
+        rating = re.compile(
+            rf"(?i)(?:\b(?:{label})\b[^\n.:=]{{0,24}}[:=\-]\s*\**\s*{NUMBER}\b(?:\s*(?:/|out of)\s*{NUMBER})?"
+            rf"|\b(?:rate|rated|score|scored|give|gives|deserves)\b[^\n.]{{0,30}}\b{NUMBER}\s*(?:/|out of)\s*{NUMBER}"
+            rf"|\b(?:rate|rated|score|scored|give|gives|deserves|award|awarded)\b(?:\s+\w+){{0,4}}\s+(?:a\s+)?{NUMBER}\b)"
+        )
+        heading = re.compile(r"(?i)\bevaluation\s+(?:form|steps|criteria)\b|\bscores?\s+only\b")
+        addressed = re.compile(
+            rf"(?i)\b(?:{ADDRESSEES})\b|\bignore\b[^\n.]{{0,40}}\binstructions?\b|\bprevious instructions?\b"
+            rf"|\b(?:system|assistant)\s*(?:prompt|message|note)\b"
+        )
+        nouns = sorted({*(o.lower() for o in output_labels), "summary", "response", "answer", "output", "text", "reply"},
+                       key=len, reverse=True)
+        noun = "|".join(re.escape(x) for x in nouns if x)
+        self_reference = re.compile(rf"(?i)\b(?:this|my|the above|the following)\s+(?:{noun})\b")
+        return cls(rating, heading, addressed, self_reference)
+
+
+SPAN = re.compile(r"[^\n.!?]*(?:[.!?]+|\n|$)")
+
+
+def neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
+    """The text without its spans (sentences or lines) that talk to the judge, and those spans."""
+    kept, removed = [], []
+    for match in SPAN.finditer(text):
+        span = match.group(0)
+        if not span.strip():
+            kept.append(span)
+            continue
+        if (patterns.rating.search(span) or patterns.heading.search(span) or patterns.addressed.search(span)
+                or patterns.self_reference.search(span)):
+            removed.append(span.strip())
+            kept.append("\n" if span.endswith("\n") else "")
+        else:
+            kept.append(span)
+    clean = re.sub(r"[ \t]+\n", "\n", "".join(kept))
+    clean = re.sub(r"\n{3,}", "\n\n", clean).strip()
+    return clean, removed
+
+
+# -- applying the guards ------------------------------------------------------------------------------
+
+
+def _ramp(x: float, free: float, worst: float) -> float:
+    if worst <= free:
+        return 1.0 if x > free else 0.0
+    return min(1.0, max(0.0, (x - free) / (worst - free)))
+
+
+@dataclass
+class GuardReport:
+    """What the guards measured on one text and what they charged: ``penalties`` (name -> the
+    amount subtracted from the reward) and ``measured`` (name -> statistics)."""
+
+    penalties: dict[str, float] = field(default_factory=dict)
+    measured: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return sum(self.penalties.values())
+
+
+class SourceStats:
+    """A source's words and n-gram sets, computed once for the G completions that share it."""
+
+    def __init__(self, source: str, n_values: Sequence[int]):
+        self.words = words(source)
+        self.word_set = set(self.words)
+        self.grams = {n: set(ngrams(self.words, n)) for n in n_values}
+
+
+def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, removed_spans: int = 0) -> GuardReport:
+    """Measure ``output`` (already neutralised) against ``source`` with every enabled penalty guard."""
+    report = GuardReport()
+    toks = words(output)
+    if config.injection.enabled:
+        penalty = min(config.injection.max_penalty, config.injection.weight_per_span * removed_spans)
+        report.measured["injection"] = {"removed_spans": removed_spans}
+        report.penalties["injection"] = penalty
+    if config.copy.enabled and source is not None and source.words:
+        share = copied_share(toks, source.grams[config.copy.n], config.copy.n)
+        report.measured["copy"] = {"copied_share": share}
+        report.penalties["copy"] = config.copy.weight * _ramp(share, config.copy.threshold, 1.0)
+    if config.repetition.enabled:
+        share = repeated_share(toks, config.repetition.n)
+        report.measured["repetition"] = {"repeated_share": share}
+        report.penalties["repetition"] = config.repetition.weight * _ramp(share, config.repetition.threshold, 1.0)
+    if config.length.enabled:
+        g = config.length
+        n = len(toks)
+        ceilings = [g.max_words] if g.max_words else []
+        if g.max_source_ratio is not None and source is not None and source.words:
+            ceilings.append(max(g.min_words, g.max_source_ratio * len(source.words)))
+        ceiling = min(ceilings) if ceilings else None
+        short = _ramp(g.min_words - n, 0, g.min_words) if g.min_words else 0.0
+        long = _ramp(n, ceiling, 2 * ceiling) if ceiling else 0.0
+        report.measured["length"] = {"words": n, "ceiling": ceiling}
+        report.penalties["length"] = g.weight * max(short, long)
+    if config.grounding.enabled and source is not None and source.words:
+        share = novel_word_share(toks, source.word_set, config.grounding.min_chars)
+        report.measured["grounding"] = {"novel_word_share": share}
+        report.penalties["grounding"] = config.grounding.weight * _ramp(share, config.grounding.threshold, 1.0)
+    return report

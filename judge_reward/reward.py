@@ -1,0 +1,298 @@
+"""The reward: judge scores -> one number per item. The one place that decides it.
+
+Everything that turns a judgment into what a policy is optimised against lives here and nowhere
+else: which aspects count and with what weights, how each method's value is normalised, which
+guards apply (:mod:`judge_reward.guards`), what a failure becomes, and how a chat prompt or
+completion becomes the judge's source and output. The TRL reward functions (``trainers.reward``),
+the reward service (``/get_reward``, ``/v1/score``), the bias audit, the probe suite and
+``judge-reward score`` all call :class:`Reward`, so one config gives one number everywhere.
+
+A judge config carries its reward in a ``reward:`` section (see ``configs/judges/default.yaml``)::
+
+    reward:
+      aspects: [coherence, consistency, fluency, relevance]
+      weights: {coherence: 1, consistency: 1, fluency: 1, relevance: 1}
+      normalise: none            # none | unit | scale
+      partial: fail              # fail | renormalise
+      guards:
+        copy: {enabled: true, n: 4, threshold: 0.6, weight: 1.0}
+        ...
+
+``reward = sum_a w_a * normalise(score_a) - sum_g penalty_g`` (weights summing to 1), or ``None``
+with a reason when the judge failed. Penalties are in the reward's units.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from .aspects import Aspect, ConfigError
+from .guards import GuardReport, GuardsConfig, InjectionPatterns, SourceStats, apply_guards, neutralise
+from .methods.base import Item, Score
+
+NORMALISATIONS = ("none", "unit", "scale")
+"""``none``: the judge's value untouched (GPTScore: mean log-prob <= 0; G-Eval/rating: aspect scale).
+``unit``: mapped onto [0, 1] (G-Eval/rating: ``(v - low) / (high - low)``; GPTScore: ``exp(mean
+log-prob)``, the geometric-mean probability the judge gives each token of the completion).
+``scale``: the aspect's rating scale (G-Eval/rating: untouched; GPTScore: ``low + exp(mean
+log-prob) * (high - low)``), so rewards from different methods are comparable."""
+
+PARTIAL = ("fail", "renormalise")
+
+
+@dataclass
+class RewardConfig:
+    """How judge scores become one reward per item (the ``reward:`` section of a judge config)."""
+
+    aspects: list[str] | None = None
+    """Aspects to score; default: every aspect of the judge's config."""
+    weights: dict[str, float] | None = None
+    """Aspect -> weight of the combined reward (normalised to sum to 1); default: equal weights."""
+    normalise: str = "unit"
+    """One of :data:`NORMALISATIONS`."""
+    method: str | None = None
+    """Judge method to use (``gptscore``, ``geval``, ``rating``); default: the judge config's."""
+    partial: str = "fail"
+    """When some aspects of an item fail: ``fail`` returns ``None``; ``renormalise`` averages
+    the aspects that succeeded (re-weighted). An item whose every aspect failed is always ``None``."""
+    guards: Any = None
+    """:class:`~judge_reward.guards.GuardsConfig` or its mapping form; default: no guard."""
+
+    def __post_init__(self):
+        if self.normalise not in NORMALISATIONS:
+            raise ConfigError(f"reward.normalise: unknown value {self.normalise!r}; choose one of {NORMALISATIONS}")
+        if self.partial not in PARTIAL:
+            raise ConfigError(f"reward.partial: unknown value {self.partial!r}; choose one of {PARTIAL}")
+        if self.aspects is not None and (not isinstance(self.aspects, list) or not self.aspects):
+            raise ConfigError(f"reward.aspects: expected a non-empty list of aspect names, got {self.aspects!r}")
+        if self.weights is not None:
+            if not isinstance(self.weights, dict) or not self.weights:
+                raise ConfigError(f"reward.weights: expected a mapping aspect -> weight, got {self.weights!r}")
+            for aspect, w in self.weights.items():
+                if not isinstance(w, (int, float)) or isinstance(w, bool) or not math.isfinite(w) or w < 0:
+                    raise ConfigError(f"reward.weights.{aspect}: expected a non-negative number, got {w!r}")
+            if sum(self.weights.values()) <= 0:
+                raise ConfigError(f"reward.weights: at least one weight must be positive, got {self.weights!r}")
+        self.guards = GuardsConfig.from_dict(self.guards)
+
+    @classmethod
+    def from_dict(cls, raw: Any, where: str = "reward") -> "RewardConfig":
+        from .judge import build_section
+
+        return build_section(cls, raw, where)
+
+
+# -- chat messages -> judge input ---------------------------------------------------------------------
+
+
+def _content(message: dict, where: str) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # multimodal parts: keep the text
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    raise TypeError(f"{where}.content: expected text or a list of parts, got {content!r:.80}")
+
+
+def _messages(value: Any) -> list[dict] | None:
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(m, dict) for m in value):
+        return list(value)
+    return None
+
+
+def completion_text(value: Any, where: str = "completion") -> str:
+    """The judged output of a completion: the text itself, or the last assistant message of a chat
+    (the last message when none is marked ``assistant``); content given as parts is joined."""
+    if isinstance(value, str):
+        return value
+    messages = _messages(value)
+    if messages is None:
+        raise TypeError(f"{where}: expected text or a list of chat messages, got {type(value).__name__}: {value!r:.80}")
+    replies = [m for m in messages if m.get("role") == "assistant"]
+    return _content(replies[-1] if replies else messages[-1], where)
+
+
+def prompt_source(value: Any, where: str = "prompt") -> str:
+    """What a prompt offers as the judge's source: the text, or the last user message of a chat."""
+    if isinstance(value, str):
+        return value
+    messages = _messages(value)
+    if messages is None:
+        raise TypeError(f"{where}: expected text or a list of chat messages, got {type(value).__name__}: {value!r:.80}")
+    users = [m for m in messages if m.get("role") == "user"]
+    return _content(users[-1] if users else messages[-1], where)
+
+
+# -- the reward ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class RewardResult:
+    """One item's reward (``None`` with ``reason`` when the judge failed) and how it came about.
+
+    ``components``: ``aspect/<name>`` (normalised value), ``guard/<name>`` (penalty, subtracted);
+    ``scores``: the judge's Score per aspect; ``guards``: what each guard measured;
+    ``judged_output``: the text the judge read when the injection guard rewrote it.
+    """
+
+    value: float | None
+    reason: str | None = None
+    components: dict[str, float] = field(default_factory=dict)
+    scores: dict[str, Score] = field(default_factory=dict)
+    guards: dict[str, dict] = field(default_factory=dict)
+    judged_output: str | None = None
+
+    def to_json(self) -> dict:
+        out = {"reward": self.value, "components": self.components, "guards": self.guards}
+        if self.reason is not None:
+            out["reward_reason"] = self.reason
+        if self.judged_output is not None:
+            out["judged_output"] = self.judged_output
+        return out
+
+
+class Reward:
+    """A judge plus a :class:`RewardConfig`: ``reward(items) -> [RewardResult]``, one judge call."""
+
+    def __init__(self, judge, config: RewardConfig | dict | None = None):
+        if config is None:
+            config = getattr(judge.config, "reward", None)
+        if not isinstance(config, RewardConfig):
+            config = RewardConfig.from_dict(config or {})
+        self.judge = judge
+        self.config = config
+        names = config.aspects or judge.aspect_names
+        self.aspects: list[Aspect] = [judge.aspect_set.get(n) for n in names]
+        self.method_name = config.method or judge.config.method
+        judge.method(self.method_name)  # validate the method's config section before any scoring
+        if self.method_name == "gptscore" and config.normalise != "none":
+            reduce = judge.method("gptscore").config.reduce
+            if reduce != "mean":
+                raise ConfigError(
+                    f"reward.normalise: {config.normalise!r} needs gptscore.reduce 'mean' (exp of a summed "
+                    f"log-prob is a sequence probability, ~0 for any real text), got reduce {reduce!r}"
+                )
+        weights = config.weights or {a.name: 1.0 for a in self.aspects}
+        unknown = sorted(set(weights) - {a.name for a in self.aspects})
+        if unknown:
+            raise ConfigError(f"reward.weights: aspect(s) {unknown} are not among the scored aspects {names}")
+        total = sum(weights.get(a.name, 0.0) for a in self.aspects)
+        if total <= 0:
+            raise ConfigError(f"reward.weights: the scored aspects {names} all have weight 0")
+        self.weights = {a.name: weights.get(a.name, 0.0) / total for a in self.aspects}
+        self.guards: GuardsConfig = config.guards
+        aspect_set = judge.aspect_set
+        self._patterns = InjectionPatterns.build(
+            [a.title for a in aspect_set.aspects.values()] + [a.name for a in aspect_set.aspects.values()],
+            [a.output_label for a in aspect_set.aspects.values()],
+        )
+        self._ngram_sizes = sorted({self.guards.copy.n})
+
+    @classmethod
+    def from_config(cls, path_or_config, backend=None, **overrides) -> "Reward":
+        """Judge and reward from one judge config (its ``reward:`` section, with ``overrides``)."""
+        from .judge import Judge
+
+        judge = Judge.from_config(path_or_config, backend=backend)
+        raw = dict(judge.config.reward or {})
+        raw.update(overrides)
+        return cls(judge, RewardConfig.from_dict(raw))
+
+    @property
+    def aspect_names(self) -> list[str]:
+        return [a.name for a in self.aspects]
+
+    # -- values --------------------------------------------------------------------------------
+
+    def normalise(self, value: float, aspect: Aspect) -> float:
+        mode = self.config.normalise
+        if mode == "none":
+            return value
+        if self.method_name == "gptscore":
+            unit = math.exp(min(value, 0.0))  # mean token log-prob -> geometric-mean token probability
+            return unit if mode == "unit" else aspect.scale.low + unit * (aspect.scale.high - aspect.scale.low)
+        return aspect.scale.normalise(value) if mode == "unit" else value
+
+    def combine(self, scores: dict[str, Score], guard: GuardReport | None = None) -> RewardResult:
+        """The reward of one item from its aspect scores and guard report."""
+        got, failed = {}, []
+        for a in self.aspects:
+            s = scores[a.name]
+            if s.value is None or not math.isfinite(s.value):
+                failed.append((a.name, s.reason or "non-finite score"))
+            else:
+                got[a.name] = self.normalise(s.value, a)
+        components = {f"aspect/{n}": v for n, v in got.items()}
+        guards = {}
+        if guard is not None:
+            components.update({f"guard/{n}": p for n, p in guard.penalties.items()})
+            guards = {n: {**m, "penalty": guard.penalties.get(n, 0.0)} for n, m in guard.measured.items()}
+        if failed and (self.config.partial == "fail" or not got):
+            name, reason = failed[0]
+            reason = reason if len(self.aspects) == 1 else f"{name}: {reason}"
+            return RewardResult(None, reason, components, scores, guards)
+        mass = sum(self.weights[n] for n in got)
+        if mass <= 0:
+            return RewardResult(None, "every aspect that succeeded has weight 0", components, scores, guards)
+        value = sum(self.weights[n] * v for n, v in got.items()) / mass
+        if guard is not None:
+            value -= guard.total
+        return RewardResult(value, None, components, scores, guards)
+
+    # -- scoring -------------------------------------------------------------------------------
+
+    def prepare(self, items: Sequence[Item]) -> tuple[list[Item], list[list[str]]]:
+        """The items the judge reads (injection spans removed) and the spans removed from each."""
+        if not self.guards.injection.enabled:
+            return list(items), [[] for _ in items]
+        out, removed = [], []
+        for item in items:
+            clean, spans = neutralise(item.output, self._patterns)
+            out.append(Item(clean, item.source, item.reference, item.id) if spans else item)
+            removed.append(spans)
+        return out, removed
+
+    def guard_reports(self, items: Sequence[Item], removed: Sequence[Sequence[str]]) -> list[GuardReport | None]:
+        if not self.guards.enabled:
+            return [None] * len(items)
+        stats: dict[str, SourceStats] = {}
+        reports = []
+        for item, spans in zip(items, removed):
+            source = None
+            if item.source:
+                source = stats.get(item.source) or stats.setdefault(item.source, SourceStats(item.source, self._ngram_sizes))
+            reports.append(apply_guards(self.guards, item.output, source, len(spans)))
+        return reports
+
+    def __call__(self, items: Sequence[Item]) -> list[RewardResult]:
+        judged, removed = self.prepare(items)
+        results: list[RewardResult | None] = [None] * len(judged)
+        todo = []
+        for k, item in enumerate(judged):
+            if removed[k] and not item.output.strip():
+                # Nothing but text addressed to the judge: there is nothing to score.
+                results[k] = RewardResult(
+                    None, f"nothing left to judge: the injection guard removed all {len(removed[k])} span(s)",
+                    guards={"injection": {"removed_spans": len(removed[k])}}, judged_output="",
+                )
+            else:
+                todo.append(k)
+        scored = self.judge.score([judged[k] for k in todo], aspects=self.aspect_names, method=self.method_name) if todo else []
+        reports = self.guard_reports([judged[k] for k in todo], [removed[k] for k in todo])
+        for k, scores, report in zip(todo, scored, reports):
+            result = self.combine(scores, report)
+            if removed[k]:
+                result.judged_output = judged[k].output
+                result.guards.setdefault("injection", {})["removed"] = list(removed[k])
+            results[k] = result
+        return results  # type: ignore[return-value]
+
+    def describe(self) -> dict:
+        return {
+            "method": self.method_name, "aspects": self.aspect_names, "weights": self.weights,
+            "normalise": self.config.normalise, "partial": self.config.partial, "guards": self.guards.enabled,
+        }
