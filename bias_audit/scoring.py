@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 from tqdm.auto import tqdm
 
 from judge_reward.methods.base import Item, Score
+from judge_reward.reward import Reward, RewardConfig
 
 
 @dataclass
@@ -26,39 +27,35 @@ class TextScore:
     reason: str | None = None
 
 
-def combine(judge, scores: dict[str, Score]) -> TextScore:
-    """Mean over aspects. G-Eval and rating values stay on their scale when every aspect shares one
-    (the paper's 1-5 units), else each is mapped onto [0, 1] first. GPTScore values are mean token
-    log-probabilities and are averaged as they are.
-
-    Any failed aspect fails the whole text: a mean over the aspects that happened to succeed would
-    compare different things across texts.
+def audit_reward(judge) -> Reward:
+    """The number the audit compares texts by, through the one reward definition
+    (:class:`judge_reward.reward.Reward`): the mean over the judge's aspects, every aspect failing
+    the text if it fails (a mean over the aspects that happened to succeed would compare different
+    things across texts). G-Eval and rating values stay on their scale when every aspect shares one
+    (the paper's 1-5 units), else each is mapped onto [0, 1]; GPTScore values are mean token
+    log-probabilities, as they are. No guards: the audit measures the judge's own preference
+    between honest texts.
     """
+    method = judge.config.method
+    scales = {a.scale.values for a in judge.aspects}
+    normalise = "none" if method == "gptscore" or len(scales) <= 1 else "unit"
+    return Reward(judge, RewardConfig(aspects=[a.name for a in judge.aspects], normalise=normalise, partial="fail"))
+
+
+def combine(reward: Reward, scores: dict[str, Score]) -> TextScore:
+    """One text's :class:`TextScore` from its aspect scores under ``reward``."""
     per = {name: s.value for name, s in scores.items()}
-    failed = [(name, s.reason) for name, s in scores.items() if s.value is None]
-    if failed:
-        name, reason = failed[0]
-        return TextScore(None, per, f"{name}: {reason or 'unknown failure'}")
     if not per:
         return TextScore(None, per, "judge returned no aspects")
-    method = getattr(getattr(judge, "config", None), "method", "geval")
-    scales = {a.name: a.scale for a in getattr(judge, "aspects", []) if a.name in per}
-    values = list(per.values())
-    if method != "gptscore" and len(scales) == len(per) and len({s.values for s in scales.values()}) > 1:
-        values = [scales[name].normalise(v) for name, v in per.items()]
-    value = sum(values) / len(values)
-    if not math.isfinite(value):
+    result = reward.combine(scores)
+    if result.value is None:
+        reason = result.reason or "unknown failure"
+        if len(reward.aspects) == 1:  # the audit always names the aspect
+            reason = f"{reward.aspects[0].name}: {reason}"
+        return TextScore(None, per, reason)
+    if not math.isfinite(result.value):
         return TextScore(None, per, "non-finite score")
-    return TextScore(value, per)
-
-
-def normalised(judge, value: float) -> float:
-    """A combined score on [0, 1] where the method has a scale (G-Eval, rating); GPTScore as is."""
-    method = getattr(getattr(judge, "config", None), "method", "geval")
-    aspects = list(getattr(judge, "aspects", []))
-    if method == "gptscore" or not aspects or len({a.scale.values for a in aspects}) > 1:
-        return value
-    return aspects[0].scale.normalise(value)
+    return TextScore(result.value, per)
 
 
 def score_texts(
@@ -81,6 +78,7 @@ def score_texts(
         if text not in bucket:
             bucket.append(text)
     sources = list(by_source)
+    reward = audit_reward(judge)
     out: dict[tuple[str, str], TextScore] = {}
     failures: Counter = Counter()
     total = sum(len(v) for v in by_source.values())
@@ -92,7 +90,7 @@ def score_texts(
             if len(results) != len(items):
                 raise RuntimeError(f"judge.score returned {len(results)} results for {len(items)} items")
             for key, res in zip(part, results):
-                ts = combine(judge, res)
+                ts = combine(reward, res)
                 out[key] = ts
                 if ts.value is None:
                     failures[ts.reason] += 1

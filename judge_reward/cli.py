@@ -55,6 +55,7 @@ def score(
     """Score texts on aspects; write one JSON line per input with scores and their details."""
     from .judge import Judge, JudgeConfig
     from .methods.base import Item
+    from .reward import Reward
 
     cfg = JudgeConfig.from_yaml(config)
     overrides = {"model": model, "device": device, "max_batch_rows": batch_size}
@@ -67,6 +68,9 @@ def score(
     judge = Judge(cfg)
     for m in methods:
         judge.method(m)  # validate every method's section before the long run starts
+    # The config's reward (judge_reward.reward): exactly what a TRL reward function built from this
+    # config returns for each line, guards included.
+    reward = Reward(judge)
     items = [Item(r["output"], r.get("source") or "", r.get("reference"), str(r["id"]) if "id" in r else None) for r in rows]
     out = sys.stdout if str(output) == "-" else output.open("w")
     start, failures = time.perf_counter(), Counter()
@@ -75,9 +79,16 @@ def score(
     with tqdm(total=len(items) * len(methods), desc="score", unit="item", file=sys.stderr) as bar:
         for lo in range(0, len(items), chunk):
             part = items[lo:lo + chunk]
+            rewarded = reward(part)
             per_method = {m: judge.score(part, method=m) for m in methods}
             for k, item in enumerate(part):
-                record = {"id": item.id if item.id is not None else lo + k, "scores": {}, "details": {}, "failures": {}}
+                r = rewarded[k]
+                record = {"id": item.id if item.id is not None else lo + k, "reward": r.value}
+                if r.value is None:
+                    record["reward_reason"] = r.reason
+                    failures[f"reward: {r.reason}"] += 1
+                record.update({"reward_components": r.components, "guards": r.guards,
+                               "scores": {}, "details": {}, "failures": {}})
                 for m in methods:
                     for aspect, s in per_method[m][k].items():
                         key = f"{m}/{aspect}"

@@ -165,10 +165,17 @@ class Reward:
             config = RewardConfig.from_dict(config or {})
         self.judge = judge
         self.config = config
-        names = config.aspects or judge.aspect_names
-        self.aspects: list[Aspect] = [judge.aspect_set.get(n) for n in names]
+        # A Judge, or a stand-in with ``aspects``, ``config.method`` and ``score`` (tests, audits).
+        aspect_set = getattr(judge, "aspect_set", None)
+        known = aspect_set.aspects if aspect_set is not None else {a.name: a for a in judge.aspects}
+        names = config.aspects or [a.name for a in judge.aspects]
+        unknown_aspects = [n for n in names if n not in known]
+        if unknown_aspects:
+            raise ConfigError(f"reward.aspects: unknown aspect(s) {unknown_aspects}; known: {sorted(known)}")
+        self.aspects: list[Aspect] = [known[n] for n in names]
         self.method_name = config.method or judge.config.method
-        judge.method(self.method_name)  # validate the method's config section before any scoring
+        if callable(getattr(judge, "method", None)):
+            judge.method(self.method_name)  # validate the method's config section before any scoring
         if self.method_name == "gptscore" and config.normalise != "none":
             reduce = judge.method("gptscore").config.reduce
             if reduce != "mean":
@@ -185,10 +192,9 @@ class Reward:
             raise ConfigError(f"reward.weights: the scored aspects {names} all have weight 0")
         self.weights = {a.name: weights.get(a.name, 0.0) / total for a in self.aspects}
         self.guards: GuardsConfig = config.guards
-        aspect_set = judge.aspect_set
         self._patterns = InjectionPatterns.build(
-            [a.title for a in aspect_set.aspects.values()] + [a.name for a in aspect_set.aspects.values()],
-            [a.output_label for a in aspect_set.aspects.values()],
+            [a.title for a in known.values()] + [a.name for a in known.values()],
+            [a.output_label for a in known.values()],
         )
         self._ngram_sizes = sorted({self.guards.copy.n})
 
@@ -268,31 +274,58 @@ class Reward:
             reports.append(apply_guards(self.guards, item.output, source, len(spans)))
         return reports
 
-    def __call__(self, items: Sequence[Item]) -> list[RewardResult]:
+    def plan(self, items: Sequence[Item]) -> "RewardBatch":
+        """Guard the inputs of a batch; :attr:`RewardBatch.to_judge` is what the judge must score.
+
+        Callers that reach the judge their own way (the service's batcher) use this pair:
+        ``batch = reward.plan(items)``, score ``batch.to_judge``, then ``batch.finish(scores)``.
+        """
         judged, removed = self.prepare(items)
-        results: list[RewardResult | None] = [None] * len(judged)
-        todo = []
-        for k, item in enumerate(judged):
-            if removed[k] and not item.output.strip():
-                # Nothing but text addressed to the judge: there is nothing to score.
-                results[k] = RewardResult(
-                    None, f"nothing left to judge: the injection guard removed all {len(removed[k])} span(s)",
-                    guards={"injection": {"removed_spans": len(removed[k])}}, judged_output="",
-                )
-            else:
-                todo.append(k)
-        scored = self.judge.score([judged[k] for k in todo], aspects=self.aspect_names, method=self.method_name) if todo else []
-        reports = self.guard_reports([judged[k] for k in todo], [removed[k] for k in todo])
-        for k, scores, report in zip(todo, scored, reports):
-            result = self.combine(scores, report)
-            if removed[k]:
-                result.judged_output = judged[k].output
-                result.guards.setdefault("injection", {})["removed"] = list(removed[k])
-            results[k] = result
-        return results  # type: ignore[return-value]
+        return RewardBatch(self, judged, removed)
+
+    def __call__(self, items: Sequence[Item]) -> list[RewardResult]:
+        batch = self.plan(items)
+        todo = batch.to_judge
+        scored = self.judge.score(todo, aspects=self.aspect_names, method=self.method_name) if todo else []
+        return batch.finish(scored)
 
     def describe(self) -> dict:
         return {
             "method": self.method_name, "aspects": self.aspect_names, "weights": self.weights,
             "normalise": self.config.normalise, "partial": self.config.partial, "guards": self.guards.enabled,
         }
+
+
+class RewardBatch:
+    """One batch between :meth:`Reward.plan` and :meth:`finish`: the guarded items, which of them
+    reach the judge (an item the injection guard emptied does not), and the guard reports."""
+
+    def __init__(self, reward: Reward, judged: list[Item], removed: list[list[str]]):
+        self.reward = reward
+        self.judged = judged
+        self.removed = removed
+        self.todo = [k for k, item in enumerate(judged) if not (removed[k] and not item.output.strip())]
+
+    @property
+    def to_judge(self) -> list[Item]:
+        return [self.judged[k] for k in self.todo]
+
+    def finish(self, scored: Sequence[dict[str, Score]]) -> list[RewardResult]:
+        """Results in input order from the judge's scores of :attr:`to_judge`."""
+        if len(scored) != len(self.todo):
+            raise RuntimeError(f"judge returned {len(scored)} results for {len(self.todo)} items")
+        results: list[RewardResult | None] = [None] * len(self.judged)
+        for k, spans in enumerate(self.removed):
+            if k not in self.todo:  # nothing but text addressed to the judge: nothing to score
+                results[k] = RewardResult(
+                    None, f"nothing left to judge: the injection guard removed all {len(spans)} span(s)",
+                    guards={"injection": {"removed_spans": len(spans), "removed": list(spans)}}, judged_output="",
+                )
+        reports = self.reward.guard_reports(self.to_judge, [self.removed[k] for k in self.todo])
+        for k, scores, report in zip(self.todo, scored, reports):
+            result = self.reward.combine(scores, report)
+            if self.removed[k]:
+                result.judged_output = self.judged[k].output
+                result.guards.setdefault("injection", {})["removed"] = list(self.removed[k])
+            results[k] = result
+        return results  # type: ignore[return-value]

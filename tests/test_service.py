@@ -6,6 +6,7 @@ Every score the service returns is checked against the same judge weights scored
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 
@@ -107,10 +108,11 @@ def test_per_item_aspects_and_method(reference_judge):
     assert "details" not in res[0]["scores"]["fluency"]
     want0 = gpt.score([Item("The council met.", ARTICLE)], aspects=["fluency"])[0]["fluency"].value
     want1 = gpt.score([Item("A park was approved.", ARTICLE)], aspects=["coherence"])[0]["coherence"].value
-    # GPTScore values are mean log-probabilities: used as they are, not normalised.
-    assert res[0]["reward"] == pytest.approx(want0, abs=1e-6) and want0 < 0
+    # One reward definition (judge_reward.reward): the tiny judge's config has no reward section, so
+    # normalise is "unit", which for GPTScore is exp(mean log-prob), as in the TRL reward functions.
+    assert res[0]["reward"] == pytest.approx(math.exp(want0), abs=1e-6) and want0 < 0
     assert res[1]["scores"]["coherence"]["value"] == pytest.approx(want1, abs=1e-6)
-    assert res[1]["scores"]["coherence"]["normalised"] is None
+    assert res[1]["scores"]["coherence"]["normalised"] == pytest.approx(math.exp(want1), abs=1e-6)
 
 
 # -- OpenRLHF protocol -------------------------------------------------------------------------
@@ -439,8 +441,9 @@ def test_reward_function_none_on_failures(reference_judge):
     assert info.value.status == 422 and bad.client.retried == 0  # a 4xx is not retried
     assert refused == [None] and "unknown aspect 'nope'" in next(iter(bad.failures))
     assert mixed[0] is not None and mixed[1] is None
-    assert per_item.failures == {"coherence: output: empty text cannot be judged": 1}
-    assert extra["judge_service_failure"] == ["", "coherence: output: empty text cannot be judged"]
+    # One reward definition: a one-aspect reward reports the judge's reason as it is (trainers.reward does the same).
+    assert per_item.failures == {"output: empty text cannot be judged": 1}
+    assert extra["judge_service_failure"] == ["", "output: empty text cannot be judged"]
 
 
 def test_reward_function_reads_chat_messages_and_columns():

@@ -26,7 +26,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ..methods.base import Item, Score
+from ..methods.base import Item
+from ..reward import Reward, RewardConfig
 from .batcher import BatchInfo, DynamicBatcher, ServiceUnavailable
 from .config import ServiceConfig
 from .metrics import ServiceMetrics
@@ -96,6 +97,31 @@ class ServiceState:
             unknown = sorted(set(self.config.reward_weights) - set(judge.aspect_set.aspects))
             if unknown:
                 raise ValueError(f"reward_weights: unknown aspect(s) {unknown}; known: {sorted(judge.aspect_set.aspects)}")
+        self._rewards: dict[tuple, Reward] = {}
+        self._scoring_judge = judge  # the batcher holds it only once this returns
+        self.reward_for(None, None)  # the default reward: a bad reward section fails at start-up
+
+    def reward_for(self, method: str | None, aspects: tuple[str, ...] | None) -> Reward:
+        """The reward of the judge config (with the service's overrides) for a request's method and aspects."""
+        key = (method, aspects)
+        if key not in self._rewards:
+            judge = self._scoring_judge
+            raw = dict(judge.config.reward or {})
+            if method is not None:
+                raw["method"] = method
+            if aspects is not None:
+                raw["aspects"] = list(aspects)
+            weights = self.config.reward_weights or raw.get("weights")
+            if weights:
+                names = raw.get("aspects") or judge.aspect_names
+                raw["weights"] = {a: w for a, w in weights.items() if a in names}
+                if sum(raw["weights"].values()) <= 0:
+                    msg = f"no weight on the scored aspects {sorted(names)}"
+                    raise ApiError(422, f"reward_weights: {msg}", [_field_error("aspects", msg, list(names))])
+            if self.config.normalise is not None:
+                raw["normalise"] = self.config.normalise
+            self._rewards[key] = Reward(judge, RewardConfig.from_dict(raw))
+        return self._rewards[key]
 
     @property
     def judge(self):
@@ -154,26 +180,11 @@ class ServiceState:
             self.metrics.rejected.labels(err.kind).inc()
             raise ApiError(503, str(err), headers={"Retry-After": str(err.retry_after)}) from None
 
-    def combine(self, scores: dict[str, Score], method: str) -> tuple[float | None, str | None, dict[str, float | None]]:
-        """The reward of one item: weighted mean of its aspects' (normalised) values; None if any failed."""
-        aspects = self.judge.aspect_set.aspects
-        normalised = {
-            name: (aspects[name].scale.normalise(s.value) if s.value is not None and method != "gptscore" else None)
-            for name, s in scores.items()
-        }
-        failed = {name: s.reason for name, s in scores.items() if s.value is None}
-        if failed:
-            return None, "; ".join(f"{a}: {r}" for a, r in failed.items()), normalised
-        weights = self.config.reward_weights or {}
-        total = wsum = 0.0
-        for name, s in scores.items():
-            w = weights.get(name, 0.0 if weights else 1.0)
-            use = normalised[name] if self.config.normalise and normalised[name] is not None else s.value
-            total += w * use
-            wsum += w
-        if wsum <= 0:
-            return None, f"reward_weights: no weight on the scored aspects {sorted(scores)}", normalised
-        return total / wsum, None, normalised
+    async def rewards(self, parts: list[tuple[list[Item], str, tuple[str, ...] | None]]):
+        """Reward results per part (one judge batch for all of them), and the batch infos."""
+        batches = [self.reward_for(method, aspects).plan(items) for items, method, aspects in parts]
+        answers = await self.run([(b.to_judge, method, aspects) for b, (_, method, aspects) in zip(batches, parts)])
+        return [(b.finish(scores), info) for b, (scores, info) in zip(batches, answers)]
 
 
 def _strip(text: str, tokens: tuple[str, ...]) -> str:
@@ -367,21 +378,22 @@ def create_app(
         metrics.items.labels("/v1/score").inc(len(body.items))
         keys = list(groups)
         parts = [([_item(body.items[k]) for k in groups[key]], method, key) for key in keys]
-        answers = await state.run(parts)
+        answers = await state.rewards(parts)
         results: list[dict | None] = [None] * len(body.items)
         batches: list[BatchInfo] = []
-        for key, (scores, info) in zip(keys, answers):
+        for key, (rewarded, info) in zip(keys, answers):
             batches.append(info)
-            for k, per_aspect in zip(groups[key], scores):
-                reward, failure, normalised = state.combine(per_aspect, method)
+            for k, r in zip(groups[key], rewarded):
                 results[k] = {
                     "id": body.items[k].id,
-                    "reward": reward,
-                    "failure": failure,
+                    "reward": r.value,
+                    "failure": r.reason,
+                    "components": r.components,
+                    "guards": r.guards,
                     "scores": {
-                        name: {"value": s.value, "normalised": normalised[name], "reason": s.reason,
+                        name: {"value": s.value, "normalised": r.components.get(f"aspect/{name}"), "reason": s.reason,
                                **({"details": s.details} if body.details else {})}
-                        for name, s in per_aspect.items()
+                        for name, s in r.scores.items()
                     },
                 }
         payload = {
@@ -427,19 +439,21 @@ def create_app(
         failed = [1.0] * n
         per_aspect: dict[str, list[float]] = {}
         if items:
-            [(scores, _info)] = await state.run([(items, method, aspects)])
-            names = list(scores[0]) if scores else []
+            [(rewarded, _info)] = await state.rewards([(items, method, aspects)])
+            names = state.reward_for(method, aspects).aspect_names
             per_aspect = {name: [config.failure_reward] * n for name in names}
-            for i, item_scores in zip(owners, scores):
-                reward, failure, normalised = state.combine(item_scores, method)
-                for name, s in item_scores.items():
-                    value = normalised[name] if config.normalise and normalised[name] is not None else s.value
+            for i, r in zip(owners, rewarded):
+                for name in names:
+                    value = r.components.get(f"aspect/{name}")
                     if value is not None:
                         per_aspect[name][i] = value
-                if reward is None:
-                    failures[i] = failure
+                for key, value in r.components.items():
+                    if key.startswith("guard/"):
+                        per_aspect.setdefault(key, [0.0] * n)[i] = value
+                if r.value is None:
+                    failures[i] = r.reason
                 else:
-                    rewards[i], failed[i] = reward, 0.0
+                    rewards[i], failed[i] = r.value, 0.0
         extra_logs = {"judge_failed": failed, **{f"judge/{name}": values for name, values in per_aspect.items()}}
         return JSONResponse(_finite({"rewards": rewards, "scores": rewards, "extra_logs": extra_logs,
                                      "failures": failures}))

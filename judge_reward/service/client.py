@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import httpx
 
 from ..methods.base import Item
+from ..reward import completion_text, prompt_source
 from .config import ServiceRewardConfig
 
 log = logging.getLogger(__name__)
@@ -182,24 +183,6 @@ def _as_row(item: Item | dict, k: int) -> dict:
     raise TypeError(f"items[{k}]: expected an Item or a mapping with text 'output', got {item!r:.80}")
 
 
-def _text(value: Any, where: str) -> str:
-    """A prompt or completion as text: strings as they are, chat messages by their contents."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(m, dict) for m in value):
-        # Conversational data: the judge reads the non-system turns' contents, not the markup.
-        parts = []
-        for m in value:
-            if m.get("role") == "system":
-                continue
-            content = m.get("content")
-            if isinstance(content, list):  # content parts: keep the text ones
-                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-            parts.append(str(content or ""))
-        return "\n".join(parts)
-    raise TypeError(f"{where}: expected text or a list of chat messages, got {type(value).__name__}")
-
-
 class ServiceRewardFunction:
     """A TRL reward function (``reward_funcs`` entry) that scores completions on a judge-reward service.
 
@@ -229,9 +212,14 @@ class ServiceRewardFunction:
         refs = columns.get(c.reference_column) if c.reference_column else None
         out = []
         for k, (p, comp) in enumerate(zip(prompts, completions)):
-            source = _text(sources[k], f"{c.source_column}[{k}]") if sources is not None else _text(p, f"prompts[{k}]")
+            # The same extraction as the in-process reward (judge_reward.reward): source from the
+            # column or the prompt's last user message, output from the last assistant message.
+            if sources is not None:
+                source = prompt_source(sources[k], f"{c.source_column}[{k}]")
+            else:
+                source = prompt_source(p, f"prompts[{k}]")
             ref = refs[k] if refs is not None else None
-            out.append(Item(_text(comp, f"completions[{k}]"), source, ref if isinstance(ref, str) else None))
+            out.append(Item(completion_text(comp, f"completions[{k}]"), source, ref if isinstance(ref, str) else None))
         return out
 
     async def __call__(self, prompts, completions, completion_ids=None, **kwargs) -> list[float | None]:

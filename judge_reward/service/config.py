@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..aspects import ConfigError
+from ..reward import NORMALISATIONS
 
 # Strings OpenRLHF leaves in its decoded queries (it decodes with special tokens kept).
 DEFAULT_STRIP_TOKENS = (
@@ -42,10 +43,10 @@ class ServiceConfig:
     token: str | None = None
     """Bearer token every request except ``/health`` and ``/ready`` must carry (``None``: no auth)."""
     reward_weights: dict[str, float] | None = None
-    """Weight of each aspect in the reward (``None``: equal weights over the scored aspects)."""
-    normalise: bool = True
-    """Map G-Eval and rating values onto [0, 1] by the aspect's scale before combining them.
-    GPTScore values (mean log-probabilities) are used as they are."""
+    """Override of the judge config's ``reward.weights`` (``None``: the config's; equal weights when
+    it has none). The reward itself is :class:`judge_reward.reward.Reward`'s, as in training."""
+    normalise: str | None = None
+    """Override of the judge config's ``reward.normalise`` (``none``, ``unit``, ``scale``; ``None``: the config's)."""
     failure_reward: float = 0.0
     """What ``/get_reward`` reports for an item the judge failed on: OpenRLHF needs a number. The
     item is also flagged in ``extra_logs.judge_failed`` and its reason is in ``failures``."""
@@ -77,6 +78,8 @@ class ServiceConfig:
             )
         if not isinstance(self.failure_reward, (int, float)) or not math.isfinite(self.failure_reward):
             raise ConfigError(f"failure_reward: expected a finite number, got {self.failure_reward!r}")
+        if self.normalise is not None and self.normalise not in NORMALISATIONS:
+            raise ConfigError(f"normalise: unknown value {self.normalise!r}; choose one of {NORMALISATIONS} or null")
         if self.reward_weights is not None:
             if not isinstance(self.reward_weights, dict) or not self.reward_weights:
                 raise ConfigError(f"reward_weights: expected a mapping aspect -> weight, got {self.reward_weights!r}")
