@@ -360,6 +360,56 @@ def test_load_pairs_reads_ids_and_references(tmp_path):
     assert load_pairs(path) == [Item("O.", "S.", "R.", "7"), Item("O2.", "S2.")]
 
 
+# -- before training ----------------------------------------------------------------------------------
+
+
+def test_probe_callback_gates_a_grpo_run(tmp_path, one_torch_thread):
+    trl = pytest.importorskip("trl")
+    from datasets import Dataset
+    from tiny_models import make_backend, make_tokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from trainers import JudgeReward, JudgeRewardConfig, ProbeCallback, ProbeGateError
+    from trainers.policy import tiny_policy
+
+    judge = Judge(JudgeConfig(aspects_file="summeval", aspects=["coherence"]), backend=make_backend("char"))
+    reward = JudgeReward(judge, JudgeRewardConfig(normalise="unit", guards={"injection": True}))
+    pairs = [Item(p.output, " ".join(p.source.split()[:20])) for p in PAIRS[:3]]
+    tok = make_tokenizer("bpe")
+    sources = [p.source for p in pairs]
+    train = Dataset.from_list([{"prompt": f"Summarize: {s} Summary:", "source": s} for s in sources + sources[:1]])
+
+    def trainer(callback, out):
+        args = GRPOConfig(output_dir=str(tmp_path / out), per_device_train_batch_size=4, num_generations=4,
+                          max_completion_length=6, max_steps=1, logging_steps=1, use_cpu=True, bf16=False,
+                          report_to=[], save_strategy="no", seed=0)
+        return GRPOTrainer(model=tiny_policy(tok, hidden_size=32), reward_funcs=reward, args=args, train_dataset=train,
+                           processing_class=tok, callbacks=[callback])
+
+    # gate at 0: some family wins at least once on a random judge, so training must not start
+    gate = ProbeCallback(reward, pairs, max_win_rate=0.0, n_boot=100, out_dir=tmp_path / "probes")
+    t = trainer(gate, "stopped")
+    with pytest.raises(ProbeGateError, match="win rate above 0 for") as err:
+        t.train()
+    assert t.state.global_step == 0 and err.value.failed == gate.report.failed(0.0) != []
+    assert (tmp_path / "probes" / "probes.md").exists()
+    # the callback scored with the trainer's own Reward object: the probe's value is JudgeReward's number
+    item = gate.report.items[0]
+    probe = next(p for p in item.probes if p.variant == "twice")
+    assert reward(prompts=["p"], completions=[probe.output], source=[pairs[0].source]) == [pytest.approx(probe.value)]
+
+    # gate at 1: nothing can pass it; one step runs
+    ok = ProbeCallback(reward, pairs, max_win_rate=1.0, n_boot=0, families=["truncation", "master_key"])
+    t = trainer(ok, "trained")
+    t.train()
+    assert t.state.global_step == 1 and list(ok.report.families) == ["truncation", "master_key"]
+
+    with pytest.raises(ValueError, match="unknown family"):
+        ProbeCallback(reward, pairs, families=["nope"])
+    with pytest.raises(TypeError, match="expected a JudgeReward"):
+        ProbeCallback(object(), pairs)
+
+
 @pytest.mark.slow
 def test_real_embedded_judge_on_summeval_items(gemma_backend, shared_data):
     """A short smoke run with the real Gemma judge: every text gets a reward, every family a win rate."""
