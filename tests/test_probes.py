@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-import yaml
+from tiny_models import save_judge_config
 from typer.testing import CliRunner
 
 from judge_reward import Item, Judge, JudgeConfig, load_aspects
@@ -302,25 +302,10 @@ def test_cli_gate_with_a_known_reward(tmp_path, monkeypatch):
     assert limited.exit_code == 0 and json.loads((tmp_path / "c" / "probes.json").read_text())["meta"]["n_pairs"] == 2
 
 
-def _tiny_judge_config(tmp_path, reward):
-    from tiny_models import make_model, make_tokenizer
-
-    tok = make_tokenizer("char")
-    model_dir = tmp_path / "tiny-judge"
-    make_model(tok, "llama", seed=0).save_pretrained(model_dir)
-    tok.save_pretrained(model_dir)
-    config = {
-        "backend": {"kind": "hf", "model": str(model_dir), "device": "cpu", "dtype": "float32", "progress": False},
-        "aspects_file": "summeval", "method": "gptscore", "gptscore": {"reduce": "mean"}, "reward": reward,
-    }
-    path = tmp_path / "judge.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 def test_cli_with_a_tiny_judge_writes_every_file_and_gates(tmp_path, one_torch_thread):
-    config = _tiny_judge_config(tmp_path, {"aspects": ["coherence", "fluency"], "normalise": "unit",
-                                           "guards": {"injection": True, "repetition": True, "length": True}})
+    reward = {"aspects": ["coherence", "fluency"], "normalise": "unit",
+              "guards": {"injection": True, "repetition": True, "length": True}}
+    config = save_judge_config(tmp_path, "char", gptscore={"reduce": "mean"}, reward=reward)
     short = [{**r, "source": " ".join(r["source"].split()[:25])} for r in _rows()[:3]]  # the tiny judge reads characters
     data = _write_pairs(tmp_path / "pairs.jsonl", short)
     out = tmp_path / "report"
