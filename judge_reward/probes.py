@@ -514,7 +514,7 @@ def run_probes(
     n_boot: int = 1000,
     seed: int = 0,
     progress: bool = True,
-    sources_per_call: int = 4,
+    sources_per_call: int = 2,
     confidence: float = 0.95,
 ) -> "ProbeReport":
     """Score every pair's real output and its probes with ``reward`` and summarise per family.

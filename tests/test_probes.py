@@ -348,7 +348,7 @@ def test_load_pairs_reads_ids_and_references(tmp_path):
 # -- before training ----------------------------------------------------------------------------------
 
 
-def test_probe_callback_gates_a_grpo_run(tmp_path, one_torch_thread):
+def test_probe_callback_gates_a_grpo_run(tmp_path, one_torch_thread, offline_wandb):
     trl = pytest.importorskip("trl")
     from datasets import Dataset
     from tiny_models import make_backend, make_tokenizer
@@ -364,10 +364,10 @@ def test_probe_callback_gates_a_grpo_run(tmp_path, one_torch_thread):
     sources = [p.source for p in pairs]
     train = Dataset.from_list([{"prompt": f"Summarize: {s} Summary:", "source": s} for s in sources + sources[:1]])
 
-    def trainer(callback, out):
+    def trainer(callback, out, report_to=()):
         args = GRPOConfig(output_dir=str(tmp_path / out), per_device_train_batch_size=4, num_generations=4,
                           max_completion_length=6, max_steps=1, logging_steps=1, use_cpu=True, bf16=False,
-                          report_to=[], save_strategy="no", seed=0)
+                          report_to=list(report_to), save_strategy="no", seed=0)
         return GRPOTrainer(model=tiny_policy(tok, hidden_size=32), reward_funcs=reward, args=args, train_dataset=train,
                            processing_class=tok, callbacks=[callback])
 
@@ -383,11 +383,16 @@ def test_probe_callback_gates_a_grpo_run(tmp_path, one_torch_thread):
     probe = next(p for p in item.probes if p.variant == "twice")
     assert reward(prompts=["p"], completions=[probe.output], source=[pairs[0].source]) == [pytest.approx(probe.value)]
 
-    # gate at 1: nothing can pass it; one step runs
+    # gate at 1: nothing can pass it; one step runs, and the probe table reaches the trainer's W&B run
     ok = ProbeCallback(reward, pairs, max_win_rate=1.0, n_boot=0, families=["truncation", "master_key"])
-    t = trainer(ok, "trained")
+    t = trainer(ok, "trained", report_to=["wandb"])
     t.train()
     assert t.state.global_step == 1 and list(ok.report.families) == ["truncation", "master_key"]
+    from trainers.wandb_files import finish_run, read_history
+
+    history = read_history(finish_run())
+    assert any(row.get("probes/families/nrows") == 2 for row in history), [sorted(r) for r in history]
+    assert any("train/loss" in row for row in history)  # the trainer's own rows are still there
 
     with pytest.raises(ValueError, match="unknown family"):
         ProbeCallback(reward, pairs, families=["nope"])
@@ -401,7 +406,9 @@ def test_real_embedded_judge_on_summeval_items(gemma_backend, shared_data):
     from judge_reward.metaeval import load_summeval
 
     ds = load_summeval(shared_data / "summeval" / "summeval.json").first_groups(2)
-    pairs = list({r.group: Item(r.item.reference, r.item.source, id=r.group) for r in ds.records}.values())
+    # articles cut to 120 words (as a training config's max_source_words does) to keep this short
+    pairs = list({r.group: Item(r.item.reference, " ".join(r.item.source.split()[:120]), id=r.group)
+                  for r in ds.records}.values())
     judge = Judge(JudgeConfig(aspects=["coherence"]), backend=gemma_backend)
     report = run_probes(Reward(judge, {"normalise": "unit"}), pairs, n_boot=100, progress=False)
     assert report.meta["excluded"] == 0
