@@ -520,7 +520,8 @@ def run_probes(
     """Score every pair's real output and its probes with ``reward`` and summarise per family.
 
     ``reward``: a :class:`~judge_reward.reward.Reward` (anything with ``aspects`` and
-    ``__call__(items) -> [RewardResult]``). Texts are scored in one ``reward`` call per
+    ``__call__(items) -> [RewardResult]``), or a ``trainers.JudgeReward`` (its ``.reward`` is
+    used). Texts are scored in one ``reward`` call per
     ``sources_per_call`` sources, each source's real output and probes together (the backend
     computes a shared source prefix once); identical texts of one source are scored once.
     """
@@ -529,6 +530,9 @@ def run_probes(
     pairs = [p if isinstance(p, Item) else Item(**p) for p in pairs]
     if not pairs:
         raise ValueError("pairs: no pairs to probe")
+    inner = getattr(reward, "reward", None)  # a trainers.JudgeReward: score with the Reward inside it
+    if callable(inner) and getattr(inner, "aspects", None):
+        reward = inner
     aspects = list(getattr(reward, "aspects", None) or [])
     if not aspects:
         raise TypeError(f"reward: expected a judge_reward.reward.Reward (with .aspects), got {type(reward).__name__}")

@@ -284,7 +284,7 @@ def test_empty_or_missing_pairs_file_and_bad_options_exit_2(tmp_path, monkeypatc
     assert result.exit_code == 2 and "--max-win-rate" in result.output
 
 
-def test_cli_gate_with_a_known_reward(tmp_path, monkeypatch):
+def test_cli_gate_with_a_known_reward(tmp_path, monkeypatch, offline_wandb):
     """Word-count reward: repetition always wins, truncation never does; the exit code follows."""
     monkeypatch.setattr(Reward, "from_config", classmethod(lambda cls, *a, **k: WordCount()))
     data = _write_pairs(tmp_path / "pairs.jsonl", _rows())
@@ -294,9 +294,14 @@ def test_cli_gate_with_a_known_reward(tmp_path, monkeypatch):
     assert failing.exit_code == 1, failing.output
     assert "FAIL: win rate above 0.5 for 1 family: repeat_output 1.00" in failing.output
     passing = runner.invoke(app, ["probe", "--data", str(data), "--out", str(tmp_path / "b"), "--n-boot", "50",
-                                  "--families", "truncation", "--max-win-rate", "0"])
+                                  "--families", "truncation", "--max-win-rate", "0", "--wandb"])
     assert passing.exit_code == 0, passing.output
     assert "| truncation | 0.00 |" in passing.output and "ok |" in passing.output
+    from bias_audit.wandb_log import find_offline_runs, wait_for_offline_run
+
+    logged = wait_for_offline_run(find_offline_runs(offline_wandb)[0], lambda r: "probes/truncation/win_rate" in r["summary"])
+    assert logged["summary"]["probes/truncation/win_rate"] == 0.0
+    assert any("probes/figure/_type" in row for row in logged["history"])  # the PNG went along
     limited = runner.invoke(app, ["probe", "--data", str(data), "--out", str(tmp_path / "c"), "--n-boot", "0",
                                   "--families", "truncation", "--limit", "2"])
     assert limited.exit_code == 0 and json.loads((tmp_path / "c" / "probes.json").read_text())["meta"]["n_pairs"] == 2
@@ -377,6 +382,8 @@ def test_probe_callback_gates_a_grpo_run(tmp_path, one_torch_thread, offline_wan
     with pytest.raises(ProbeGateError, match="win rate above 0 for") as err:
         t.train()
     assert t.state.global_step == 0 and err.value.failed == gate.report.failed(0.0) != []
+    direct = run_probes(reward, pairs, n_boot=100, progress=False)  # a JudgeReward is unwrapped to its Reward
+    assert direct.to_json()["families"] == gate.report.to_json()["families"]
     assert (tmp_path / "probes" / "probes.md").exists()
     # the callback scored with the trainer's own Reward object: the probe's value is JudgeReward's number
     item = gate.report.items[0]
