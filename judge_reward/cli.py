@@ -150,6 +150,8 @@ from trainers.cli import label_pairs_command, train_command  # noqa: E402
 app.command("train")(train_command); app.command("label-pairs")(label_pairs_command)  # noqa: E702
 from bias_audit.cli import audit_command  # noqa: E402
 app.command("audit")(audit_command)
+from .cli_probe import probe_command  # noqa: E402
+app.command("probe")(probe_command)
 
 
 if __name__ == "__main__":

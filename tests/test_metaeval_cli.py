@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 import typer
-import yaml
+from tiny_models import save_judge_config
 from typer.testing import CliRunner
 
 from judge_reward.cli_metaeval import meta_eval, run_meta_eval
@@ -64,23 +64,6 @@ def test_summeval_rouge_json_and_wandb(shared_data, tmp_path, offline_wandb):
     assert repr(want.value).encode() in log
 
 
-def _save_tiny_judge(tmp_path):
-    from tiny_models import make_model, make_tokenizer
-
-    tok = make_tokenizer("bpe")
-    model_dir = tmp_path / "tiny-judge"
-    make_model(tok, "llama", seed=0).save_pretrained(model_dir)
-    tok.save_pretrained(model_dir)
-    config = {
-        "backend": {"kind": "hf", "model": str(model_dir), "device": "cpu", "dtype": "float32", "progress": False},
-        "aspects_file": "summeval",
-        "method": "gptscore",
-    }
-    path = tmp_path / "judge.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 def _write_jsonl(tmp_path):
     rng = np.random.default_rng(0)
     texts = ["The council met on Tuesday.", "A cat sat on the mat.", "Budget talks happened today.",
@@ -99,7 +82,7 @@ def _write_jsonl(tmp_path):
 def test_judge_from_config_on_jsonl(tmp_path):
     from judge_reward import Judge
 
-    config = _save_tiny_judge(tmp_path)
+    config = save_judge_config(tmp_path)
     data = _write_jsonl(tmp_path)
     out = tmp_path / "judge.json"
     result = CliRunner().invoke(app, [

@@ -106,3 +106,23 @@ def make_backend(style: str = "char", arch: str = "llama", seed: int = 0, attn_i
     model = make_model(tok, arch, seed, dtype=model_dtype, attn_implementation=attn_implementation)
     cfg = HFBackendConfig(device="cpu", progress=False, **config)
     return HFBackend(cfg, model=model, tokenizer=tok, model_id=f"tiny-{style}-{arch}-{seed}")
+
+
+def save_judge_config(folder, style: str = "bpe", **config):
+    """A tiny random judge saved under ``folder`` and a judge YAML (GPTScore, SummEval aspects, plus
+    ``config``) pointing at it, for commands that load a judge from a config path; returns the YAML's path."""
+    import yaml
+
+    tok = make_tokenizer(style)
+    model_dir = folder / "tiny-judge"
+    make_model(tok, "llama", seed=0).save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    raw = {
+        "backend": {"kind": "hf", "model": str(model_dir), "device": "cpu", "dtype": "float32", "progress": False},
+        "aspects_file": "summeval",
+        "method": "gptscore",
+        **config,
+    }
+    path = folder / "judge.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path

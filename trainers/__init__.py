@@ -10,7 +10,9 @@ does not need TRL's optional trainers until they are used):
 * :func:`label_pairs`, :class:`PairLabelConfig`: judge-labelled preference pairs for DPO
   (``trainers/pairs.py``);
 * :class:`JudgeMetricsCallback`, :func:`attach_judge_metrics`, :class:`CorrelationCallback`
-  (``trainers/callbacks.py``).
+  (``trainers/callbacks.py``);
+* :class:`ProbeCallback`, :class:`ProbeGateError`: reward-hacking probes before the first step
+  (``trainers/probe_callback.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ _EXPORTS = {
     "attach_judge_metrics": "callbacks",
     "CorrelationCallback": "callbacks",
     "CorrelationCallbackConfig": "callbacks",
+    "ProbeCallback": "probe_callback",
+    "ProbeGateError": "probe_callback",
     "TrainRunConfig": "run",
     "run_training": "run",
 }
