@@ -1,6 +1,6 @@
 """Service overhead: scoring a batch of 32 through the reward service vs. in-process, same judge.
 
-The judge is ``configs/judges/default.yaml`` (GPTScore with the embedded Gemma 3 270M) with its
+The judge is ``judge_reward/configs/judges/default.yaml`` (GPTScore with the embedded Gemma 3 270M) with its
 judgment cache turned off, so every call really runs the model. The batch is 32 SummEval summaries
 (2 articles x 16 systems: the prefix-sharing shape of GRPO groups). Up to three ways through the
 service (``--paths``, default ``native``) are timed against ``judge.score(items)`` in this process:
@@ -54,7 +54,7 @@ def load_batch(data: Path, docs: int = 2, per_doc: int = 16):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default="default", help="judge YAML (default: configs/judges/default.yaml)")
+    p.add_argument("--config", default="default", help="judge YAML (default: the built-in judge_reward/configs/judges/default.yaml)")
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warmup", type=int, default=0, help="unmeasured rounds first")

@@ -15,7 +15,7 @@ console = Console(stderr=True)
 def audit_command(
     config: str = typer.Option(
         "gptscore", "--config", "-c",
-        help="audit YAML (path, or built-in name in configs/audit: gptscore, geval); a judge YAML also works",
+        help="audit YAML (path, or built-in name in judge_reward/configs/audit: gptscore, geval); a judge YAML also works",
     ),
     out: Path = typer.Option(..., "--out", "-o", help="folder for audit.json, summary.md and figure.png"),
     judge: Optional[str] = typer.Option(None, help="override the judge config (name or path)"),

@@ -14,7 +14,8 @@ An aspect file is YAML that maps one-to-one onto :class:`AspectSet` / :class:`As
         quality: coherent and well organised   # adjective phrase for GPTScore's instruction
         steps: ["...", "..."]           # optional hand-written evaluation steps
 
-Built-in files live in ``configs/aspects/`` and can be named without a path (``summeval``,
+Built-in files ship inside the package (``judge_reward/configs/aspects/``, read through
+:mod:`importlib.resources`) and can be named without a path (``summeval``,
 ``topical_chat``, ``gptscore``). Every malformed field is reported by its path and value.
 """
 
@@ -23,14 +24,16 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from importlib.resources import files
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
 from .candidates import format_value
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = Path(str(files("judge_reward") / "configs"))
+"""The built-in configs (``judges/``, ``aspects/``, ``audit/``, ``train/``), shipped as package data."""
 TASKS = ("summarization", "dialogue", "data_to_text", "translation", "generic")
 
 
@@ -138,12 +141,22 @@ class AspectSet:
 
 
 def resolve_config_path(name_or_path: str | Path, kind: str) -> Path:
-    """A path as given, or a built-in name looked up in ``configs/<kind>/<name>.yaml``."""
+    """A path that exists, as given; else a built-in name: ``<kind>/<name>.yaml`` in the package's configs.
+
+    A path spelt from the repository root as before configs moved into the package
+    (``configs/judges/default.yaml``) that does not exist maps onto the packaged file, so old
+    commands keep working from any directory.
+    """
     path = Path(name_or_path)
     if path.exists():
         return path
+    parts = PurePosixPath(str(name_or_path).replace("\\", "/")).parts
+    if len(parts) > 1 and parts[0] == "configs":
+        packaged = CONFIG_DIR.joinpath(*parts[1:])
+        if packaged.is_file():
+            return packaged
     builtin = CONFIG_DIR / kind / f"{name_or_path}.yaml"
-    if builtin.exists():
+    if builtin.is_file():
         return builtin
     known = sorted(p.stem for p in (CONFIG_DIR / kind).glob("*.yaml"))
     raise ConfigError(f"{kind}: no file {str(name_or_path)!r} and no built-in of that name (built-ins: {known})")

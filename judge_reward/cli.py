@@ -44,7 +44,7 @@ def _read_jsonl(path: Path) -> list[dict]:
 def score(
     input: Path = typer.Argument(..., help="JSONL with fields output, source, optional reference and id ('-' for stdin)"),
     output: Path = typer.Option(Path("-"), "--output", "-o", help="JSONL to write ('-' for stdout)"),
-    config: str = typer.Option("default", "--config", "-c", help="judge YAML (path or built-in name in configs/judges)"),
+    config: str = typer.Option("default", "--config", "-c", help="judge YAML (path or built-in name in judge_reward/configs/judges)"),
     aspects: Optional[str] = typer.Option(None, help="comma-separated aspects (default: the config's)"),
     method: Optional[str] = typer.Option(None, help="comma-separated methods: gptscore, geval, rating"),
     model: Optional[str] = typer.Option(None, help="override backend.model"),

@@ -14,6 +14,7 @@ from tiny_models import make_backend
 from typer.testing import CliRunner
 
 from judge_reward import ConfigError, Judge, JudgeConfig
+from judge_reward.aspects import CONFIG_DIR
 from judge_reward.cli import app
 from trainers.run import TrainRunConfig, load_prompts, run_training
 
@@ -21,7 +22,7 @@ trl = pytest.importorskip("trl")
 pytestmark = pytest.mark.skipif(not trl.__version__.startswith("1.16"), reason="pinned to TRL 1.16")
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted((ROOT / "configs" / "train").glob("*_summarize.yaml"))
+CONFIGS = sorted((CONFIG_DIR / "train").glob("*_summarize.yaml"))
 
 
 def tiny_judge(*_args, **_kwargs):
@@ -58,7 +59,7 @@ def test_prompts_come_from_summeval_articles(shared_data):
 def test_run_training_end_to_end_with_the_tiny_judge(trainer, shared_data, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_SILENT", "true")
-    raw = small(ROOT / "configs" / "train" / f"{trainer}_summarize.yaml", shared_data, tmp_path)
+    raw = small(CONFIG_DIR / "train" / f"{trainer}_summarize.yaml", shared_data, tmp_path)
     summary = run_training(TrainRunConfig.from_dict(raw), judge=tiny_judge())
     import wandb
 
@@ -80,7 +81,7 @@ def test_run_training_end_to_end_with_the_tiny_judge(trainer, shared_data, tmp_p
     ({"wandb": {"mode": "cloud"}}, r"wandb.mode: unknown value 'cloud'"),
 ])
 def test_bad_train_configs_name_the_field_and_value(change, message, tmp_path):
-    raw = yaml.safe_load((ROOT / "configs" / "train" / "grpo_summarize.yaml").read_text())
+    raw = yaml.safe_load((CONFIG_DIR / "train" / "grpo_summarize.yaml").read_text())
     for key, value in change.items():
         if isinstance(value, dict) and isinstance(raw.get(key), dict):
             raw[key] = {**raw[key], **value}
@@ -95,7 +96,7 @@ def test_bad_train_configs_name_the_field_and_value(change, message, tmp_path):
 
 
 def test_train_command_rejects_a_config_for_another_trainer():
-    grpo = str(ROOT / "configs" / "train" / "grpo_summarize.yaml")
+    grpo = str(CONFIG_DIR / "train" / "grpo_summarize.yaml")
     result = CliRunner().invoke(app, ["train", "online-dpo", "--config", grpo])
     assert result.exit_code == 2 and "trainer: the command says 'online-dpo'" in result.output
     result = CliRunner().invoke(app, ["train", "nope", "--config", grpo])
@@ -129,7 +130,7 @@ def test_label_pairs_command_writes_a_dpo_dataset(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_train_grpo_command_with_the_embedded_judge(tmp_path, monkeypatch, shared_data):
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    raw = yaml.safe_load((ROOT / "configs" / "train" / "grpo_summarize.yaml").read_text())
+    raw = yaml.safe_load((CONFIG_DIR / "train" / "grpo_summarize.yaml").read_text())
     raw["data"]["summeval"] = str(shared_data / "summeval" / "summeval.json")
     path = tmp_path / "grpo.yaml"
     path.write_text(yaml.safe_dump(raw))

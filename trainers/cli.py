@@ -24,7 +24,7 @@ def _fail(err: Exception) -> None:
 
 def train_command(
     trainer: str = typer.Argument(..., help="grpo, rloo or online-dpo"),
-    config: Path = typer.Option(..., "--config", "-c", help="training YAML (see configs/train/)"),
+    config: str = typer.Option(..., "--config", "-c", help="training YAML (path or built-in name in judge_reward/configs/train)"),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="override training.max_steps"),
     output_dir: Optional[str] = typer.Option(None, "--output-dir", help="override training.output_dir"),
 ):

@@ -1,4 +1,4 @@
-"""``judge-reward train``: a small, real RL job from one YAML file (see ``configs/train/``).
+"""``judge-reward train``: a small, real RL job from one YAML file (built-ins in ``judge_reward/configs/train/``).
 
 ::
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from judge_reward.aspects import ConfigError
+from judge_reward.aspects import ConfigError, resolve_config_path
 from judge_reward.judge import build_section, check_known_fields
 
 from .policy import PolicyConfig
@@ -94,9 +94,7 @@ class TrainRunConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides) -> "TrainRunConfig":
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config: no file at {str(path)!r}")
+        path = resolve_config_path(path, "train")
         try:
             raw = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError as err:

@@ -134,7 +134,7 @@ def serve(judge_config: Any = "default", config: ServiceConfig | None = None, ju
 
 
 def serve_command(
-    config: str = typer.Option("default", "--config", "-c", help="judge YAML (path or built-in name in configs/judges)"),
+    config: str = typer.Option("default", "--config", "-c", help="judge YAML (path or built-in name in judge_reward/configs/judges)"),
     host: str = typer.Option("127.0.0.1", help="interface to bind (loopback by default)"),
     port: int = typer.Option(8080, help="TCP port"),
     max_batch_size: int = typer.Option(64, help="items per judge call; concurrent requests are merged up to this"),
