@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 import typer
 from rich.console import Console
 
+from .data import resolve_data_path
 from .metaeval.datasets import LOADERS, MetaEvalDataset, TableFormat, load_dataset
 from .metaeval.judging import judge_aspects, judge_scores
 from .metaeval.report import MetaEvalConfig, MetaEvalReport, evaluate
@@ -113,7 +114,10 @@ def log_to_wandb(report: MetaEvalReport, project: str = "judge-reward", name: st
 
 def meta_eval(
     dataset: str = typer.Option(..., "--dataset", help=f"data format: {' | '.join(LOADERS)}"),
-    data: Path = typer.Option(..., "--data", help="the data file (e.g. shared/data/summeval/summeval.json)"),
+    data: Path = typer.Option(
+        ..., "--data", help="the data file (e.g. ../shared/data/summeval/summeval.json, or summeval/summeval.json "
+        "under $JUDGE_REWARD_DATA)"
+    ),
     references: Optional[Path] = typer.Option(
         None, "--references", help="SummEval multi-reference file (references.json), for ROUGE"
     ),
@@ -141,6 +145,9 @@ def meta_eval(
         human=tuple(_split(human_fields)),
     )  # fmt: skip
     try:
+        data = resolve_data_path(data, what="--data")
+        if references is not None:
+            references = resolve_data_path(references, what="--references")
         ds = load_dataset(dataset, data, references, fmt).first_groups(limit)
         judge, judge_name = None, "judge"
         if config:

@@ -8,14 +8,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-SHARED_DATA = Path(os.environ.get("JUDGE_REWARD_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    if not SHARED_DATA.exists():
-        pytest.fail(f"benchmark data not found at {SHARED_DATA} (set JUDGE_REWARD_DATA)")
-    return SHARED_DATA
+    """The benchmark data folder ($JUDGE_REWARD_DATA, else ../shared/data; see judge_reward.data)."""
+    from judge_reward.data import DataNotFoundError, resolve_data_path
+
+    try:
+        return resolve_data_path()
+    except DataNotFoundError as err:
+        pytest.fail(f"benchmark data not found: {err}")
 
 
 @pytest.fixture(scope="session")

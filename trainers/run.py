@@ -6,13 +6,15 @@
     judge: default                       # judge YAML (path or built-in name), or an inline mapping
     reward: {aspects: [coherence], normalise: unit}       # JudgeRewardConfig
     per_aspect: false                    # one reward function per aspect (then weigh with training.reward_weights)
-    data: {summeval: /work/shared/data/summeval/summeval.json, num_prompts: 4, max_source_words: 120}
+    data: {summeval: summeval/summeval.json, num_prompts: 4, max_source_words: 120}   # under the data folder
     policy: {model: tiny}                # PolicyConfig
     training: {max_steps: 4, num_generations: 4, ...}     # GRPOConfig / RLOOConfig / OnlineDPOConfig fields
     wandb: {mode: offline, project: judge-reward}
     probe: {summeval: ..., docs: 4, every_n_steps: 2}     # optional CorrelationCallback
 
-Every section is validated up front and a bad field is reported by its path and value.
+Every section is validated up front and a bad field is reported by its path and value. Data paths
+resolve as :func:`judge_reward.data.resolve_data_path` does: a path that exists, else a relative one
+under ``$JUDGE_REWARD_DATA`` or ``../shared/data``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 import yaml
 
 from judge_reward.aspects import ConfigError, resolve_config_path
+from judge_reward.data import resolve_data_path
 from judge_reward.judge import build_section, check_known_fields
 
 from .policy import PolicyConfig
@@ -41,7 +44,8 @@ class DataConfig:
     """Prompts: SummEval articles, or a JSONL file with ``prompt`` (and ``source``/``reference``) rows."""
 
     summeval: str | None = None
-    """Path to ``summeval.json``; one prompt per distinct article, in file order."""
+    """Path to ``summeval.json`` (``summeval/summeval.json`` finds it in the data folder); one prompt
+    per distinct article, in file order."""
     jsonl: str | None = None
     """Path to a JSONL file of ``{prompt, source?, reference?}`` rows (instead of ``summeval``)."""
     num_prompts: int = 8
@@ -55,9 +59,8 @@ class DataConfig:
     def __post_init__(self):
         if (self.summeval is None) == (self.jsonl is None):
             raise ConfigError("data: give exactly one of summeval (path) or jsonl (path)")
-        path = self.summeval or self.jsonl
-        if not Path(path).is_file():
-            raise ConfigError(f"data.{'summeval' if self.summeval else 'jsonl'}: no file at {path!r}")
+        key = "summeval" if self.summeval else "jsonl"
+        setattr(self, key, str(resolve_data_path(getattr(self, key), what=f"data.{key}")))
         if not isinstance(self.num_prompts, int) or self.num_prompts < 1:
             raise ConfigError(f"data.num_prompts: expected a positive integer, got {self.num_prompts!r}")
         if self.max_source_words is not None and (not isinstance(self.max_source_words, int) or self.max_source_words < 1):
@@ -71,11 +74,15 @@ class ProbeConfig:
     """A human-rated probe set for :class:`~trainers.callbacks.CorrelationCallback`."""
 
     summeval: str
+    """Path to ``summeval.json``, resolved as ``data.summeval`` is."""
     docs: int = 4
     """First N SummEval documents (16 rated summaries each)."""
     every_n_steps: int = 2
     aspects: list[str] | None = None
     at_train_begin: bool = True
+
+    def __post_init__(self):
+        self.summeval = str(resolve_data_path(self.summeval, what="probe.summeval"))
 
 
 @dataclass
