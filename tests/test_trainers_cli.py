@@ -30,9 +30,15 @@ def tiny_judge(*_args, **_kwargs):
                  backend=make_backend("char"))
 
 
-def small(config_path: Path, shared_data: Path, tmp_path: Path) -> dict:
+@pytest.fixture(autouse=True)
+def data_folder(sample_data, monkeypatch):
+    """The shipped configs name summeval/summeval.json under the data folder: the test sample here."""
+    monkeypatch.setenv("JUDGE_REWARD_DATA", str(sample_data))
+
+
+def small(config_path: Path, sample_data: Path, tmp_path: Path) -> dict:
     raw = yaml.safe_load(config_path.read_text())
-    raw["data"]["summeval"] = str(shared_data / "summeval" / "summeval.json")
+    raw["data"]["summeval"] = str(sample_data / "summeval" / "summeval.json")
     raw["data"].update(num_prompts=2, max_source_words=30)  # the tiny judge reads characters
     raw["training"].update(max_steps=2, output_dir=str(tmp_path / "run"))
     raw["policy"].update(vocab_size=300, hidden_size=32)
@@ -45,21 +51,21 @@ def test_shipped_configs_parse(path):
     assert cfg.trainer in path.stem and cfg.data.summeval.endswith("summeval.json")
 
 
-def test_prompts_come_from_summeval_articles(shared_data):
-    cfg = TrainRunConfig.from_dict({"data": {"summeval": str(shared_data / "summeval" / "summeval.json"),
+def test_prompts_come_from_summeval_articles(sample_data):
+    cfg = TrainRunConfig.from_dict({"data": {"summeval": str(sample_data / "summeval" / "summeval.json"),
                                              "num_prompts": 3, "max_source_words": 12}})
     rows = load_prompts(cfg.data)
-    records = json.loads((shared_data / "summeval" / "summeval.json").read_text())
+    records = json.loads((sample_data / "summeval" / "summeval.json").read_text())
     assert len(rows) == 3 and len({r["source"] for r in rows}) == 3  # one per article, not per summary
     assert rows[0]["source"] == " ".join(records[0]["source"].split()[:12])
     assert rows[0]["source"] in rows[0]["prompt"] and rows[0]["reference"] == records[0]["reference"]
 
 
 @pytest.mark.parametrize("trainer", ["grpo", "online_dpo"])
-def test_run_training_end_to_end_with_the_tiny_judge(trainer, shared_data, tmp_path, monkeypatch):
+def test_run_training_end_to_end_with_the_tiny_judge(trainer, sample_data, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_SILENT", "true")
-    raw = small(CONFIG_DIR / "train" / f"{trainer}_summarize.yaml", shared_data, tmp_path)
+    raw = small(CONFIG_DIR / "train" / f"{trainer}_summarize.yaml", sample_data, tmp_path)
     summary = run_training(TrainRunConfig.from_dict(raw), judge=tiny_judge())
     import wandb
 
@@ -128,10 +134,10 @@ def test_label_pairs_command_writes_a_dpo_dataset(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_train_grpo_command_with_the_embedded_judge(tmp_path, monkeypatch, shared_data):
+def test_train_grpo_command_with_the_embedded_judge(tmp_path, monkeypatch, sample_data):
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     raw = yaml.safe_load((CONFIG_DIR / "train" / "grpo_summarize.yaml").read_text())
-    raw["data"]["summeval"] = str(shared_data / "summeval" / "summeval.json")
+    raw["data"]["summeval"] = str(sample_data / "summeval" / "summeval.json")  # its 4 prompts: the first 4 articles
     path = tmp_path / "grpo.yaml"
     path.write_text(yaml.safe_dump(raw))
     result = CliRunner().invoke(app, ["train", "grpo", "--config", str(path), "--max-steps", "1",
