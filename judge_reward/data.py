@@ -25,7 +25,11 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 class DataNotFoundError(ConfigError):
-    """No data at any of the places tried; the message lists them."""
+    """No data at any of the places tried; the message lists them, ``tried`` holds them."""
+
+    def __init__(self, message: str, tried: list[Path]):
+        super().__init__(message)
+        self.tried = tried
 
 
 def data_roots() -> list[Path]:
@@ -53,7 +57,7 @@ def resolve_data_path(explicit: str | Path | None = None, *parts: str, what: str
             return given
         tried.append(given)
         if given.is_absolute():
-            raise DataNotFoundError(f"{what}: no file at {str(given)!r}")
+            raise DataNotFoundError(f"{what}: no file at {str(given)!r}", tried)
         parts = given.parts
     for root in data_roots():
         candidate = root.joinpath(*parts)
@@ -63,4 +67,4 @@ def resolve_data_path(explicit: str | Path | None = None, *parts: str, what: str
     hint = f"set {ENV} to the data folder" if not os.environ.get(ENV) else f"{ENV}={os.environ[ENV]} has no such entry"
     first, rest = tried[0], tried[1:]
     also = f"; also tried {', '.join(repr(str(p)) for p in rest)}" if rest else ""
-    raise DataNotFoundError(f"{what}: no file at {str(first)!r}{also} ({hint}, or pass a path)")
+    raise DataNotFoundError(f"{what}: no file at {str(first)!r}{also} ({hint}, or pass a path)", tried)

@@ -21,7 +21,7 @@ def shared_data() -> Path:
     try:
         return resolve_data_path()
     except DataNotFoundError as err:
-        message = f"benchmark data not found ({err})"
+        message = f"benchmark data not found at {' or '.join(map(str, err.tried))}; set JUDGE_REWARD_DATA"
         if os.environ.get("JUDGE_REWARD_REQUIRE_DATA") == "1":
             pytest.fail(f"{message}; JUDGE_REWARD_REQUIRE_DATA=1 requires it")
         pytest.skip(message)
