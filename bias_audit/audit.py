@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from judge_reward.aspects import ConfigError, resolve_config_path
+from judge_reward.aspects import ConfigError, read_yaml, resolve_config_path
 from judge_reward.judge import build_section
 
 from .data import CATEGORIES, LLM_NAME, Study, load_zhang2023, n_words
@@ -99,10 +98,7 @@ class AuditConfig:
     @classmethod
     def from_yaml(cls, path: str | Path) -> "AuditConfig":
         given, path = str(path), resolve_config_path(path, "audit")
-        try:
-            raw = yaml.safe_load(Path(path).read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML: {err}") from None
+        raw = read_yaml(path) or {}
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
         if "judge" not in raw and raw.keys() & JUDGE_KEYS:

@@ -9,9 +9,12 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from judge_reward.cli_errors import UserError, user_errors
+
 console = Console(stderr=True)
 
 
+@user_errors
 def audit_command(
     config: str = typer.Option(
         "gptscore", "--config", "-c",
@@ -29,8 +32,6 @@ def audit_command(
     wandb_project: Optional[str] = typer.Option(None, "--wandb-project"),
 ):
     """Does the judge prefer LLM-written summaries where people did not? (G-Eval paper, Section 4.)"""
-    from judge_reward.aspects import ConfigError
-
     from .audit import AuditConfig, run_audit
     from .data import load_zhang2023
 
@@ -54,8 +55,8 @@ def audit_command(
             cfg.wandb = {**cfg.wandb, "project": wandb_project}
         cfg.__post_init__()  # re-validate after the overrides
         study = load_zhang2023(cfg.data)  # bad data fails here, before a model is loaded
-    except (ConfigError, ValueError) as err:
-        raise typer.BadParameter(str(err)) from None
+    except ValueError as err:  # ConfigError and the data's DataError included
+        raise UserError(str(err)) from None
     start = time.perf_counter()
     report = run_audit(cfg, study=study, out_dir=out, backend_overrides={"device": device})
     v, rt = report["verdict"], report["runtime"]

@@ -162,6 +162,21 @@ def resolve_config_path(name_or_path: str | Path, kind: str) -> Path:
     raise ConfigError(f"{kind}: no file {str(name_or_path)!r} and no built-in of that name (built-ins: {known})")
 
 
+def read_yaml(path: str | Path) -> Any:
+    """The YAML document in ``path``; a mistake is one line naming the file (and line and column)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not valid UTF-8 (byte {err.start + 1})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{where}: not valid YAML ({problem})") from None
+
+
 def _text(raw: dict, key: str, where: str, default: str | None = None) -> str:
     value = raw.get(key, default)
     if value is None:
@@ -174,10 +189,7 @@ def _text(raw: dict, key: str, where: str, default: str | None = None) -> str:
 def load_aspects(name_or_path: str | Path) -> AspectSet:
     """Load and validate an aspect file (a path, or a built-in name such as ``"summeval"``)."""
     path = resolve_config_path(name_or_path, "aspects")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
     task = raw.get("task", "generic")

@@ -1,7 +1,8 @@
 """The ``judge-reward`` command line.
 
 ``judge-reward score`` is defined here; other commands come from their own modules and are
-registered at the bottom.
+registered at the bottom. A user's mistake ends a command with one line and exit status 2
+(:mod:`judge_reward.cli_errors`); everything ``score`` is given is checked before the model loads.
 """
 
 from __future__ import annotations
@@ -17,30 +18,69 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .cli_errors import UserError, debug_option, read_text_lines, user_errors
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-as-judge metrics as RLHF rewards.")
+app.callback()(debug_option)
 console = Console(stderr=True)
 
 
 def _read_jsonl(path: Path) -> list[dict]:
+    """The input rows, checked: every mistake names the file, the line, the field and the value."""
     rows = []
-    with (sys.stdin if str(path) == "-" else path.open()) as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise typer.BadParameter(f"{path}:{n}: not valid JSON ({err.msg})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("output"), str):
-                raise typer.BadParameter(f"{path}:{n}: field 'output' (text) is required")
-            for key in ("source", "reference", "id"):
-                if key in row and row[key] is not None and not isinstance(row[key], (str, int)):
-                    raise typer.BadParameter(f"{path}:{n}: field {key!r} must be text, got {row[key]!r}")
-            rows.append(row)
+    for n, line in read_text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UserError(f"{path}:{n}: not valid JSON ({err.msg} at column {err.colno})") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{path}:{n}: expected a JSON object with field 'output', got {type(row).__name__}")
+        if not isinstance(row.get("output"), str):
+            got = f", got {row['output']!r:.60}" if "output" in row else ""
+            raise UserError(f"{path}:{n}: field 'output' (text) is required{got}")
+        for key in ("source", "reference", "id"):
+            if key in row and row[key] is not None and not isinstance(row[key], (str, int)):
+                raise UserError(f"{path}:{n}: field {key!r} must be text, got {row[key]!r:.60}")
+        rows.append(row)
+    if not rows:
+        raise UserError(f"no items in {path} (expected one JSON object per line)")
     return rows
 
 
+def _names(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def _check_output(path: Path, option: str) -> None:
+    if str(path) != "-" and not path.parent.is_dir():
+        raise UserError(f"{option} {path}: the folder {path.parent} does not exist")
+
+
+def check_score_inputs(input: Path, output: Path, config: str, aspects: str | None, method: str | None,
+                       backend: dict) -> tuple:
+    """``(JudgeConfig, methods, rows)`` for ``score``, everything checked before the model loads:
+    the config file, the aspects, the methods and their sections, the backend overrides, the input
+    rows and the output folder."""
+    from .judge import JudgeConfig
+
+    cfg = JudgeConfig.from_yaml(config)
+    cfg.backend.update({k: v for k, v in backend.items() if v is not None})
+    if aspects:
+        cfg.aspects = _names(aspects)
+    methods = _names(method or cfg.method)
+    if not methods:
+        raise UserError(f"--method: no method named in {method!r}; choose gptscore, geval or rating")
+    cfg.method = methods[0]
+    cfg.validate(methods)
+    rows = _read_jsonl(input)
+    _check_output(output, "--output")
+    return cfg, methods, rows
+
+
 @app.command()
+@user_errors
 def score(
     input: Path = typer.Argument(..., help="JSONL with fields output, source, optional reference and id ('-' for stdin)"),
     output: Path = typer.Option(Path("-"), "--output", "-o", help="JSONL to write ('-' for stdout)"),
@@ -53,20 +93,14 @@ def score(
     chunk: int = typer.Option(64, help="items per judge call (progress granularity)"),
 ):
     """Score texts on aspects; write one JSON line per input with scores and their details."""
-    from .judge import Judge, JudgeConfig
+    from .judge import Judge
     from .methods.base import Item
 
-    cfg = JudgeConfig.from_yaml(config)
+    if chunk < 1:
+        raise UserError(f"--chunk: expected a positive number of items, got {chunk}")
     overrides = {"model": model, "device": device, "max_batch_rows": batch_size}
-    cfg.backend.update({k: v for k, v in overrides.items() if v is not None})
-    if aspects:
-        cfg.aspects = [a.strip() for a in aspects.split(",") if a.strip()]
-    methods = [m.strip() for m in (method or cfg.method).split(",") if m.strip()]
-    cfg.method = methods[0]
-    rows = _read_jsonl(input)
-    judge = Judge(cfg)
-    for m in methods:
-        judge.method(m)  # validate every method's section before the long run starts
+    cfg, methods, rows = check_score_inputs(input, output, config, aspects, method, overrides)
+    judge = Judge(cfg)  # loads the model
     items = [Item(r["output"], r.get("source") or "", r.get("reference"), str(r["id"]) if "id" in r else None) for r in rows]
     out = sys.stdout if str(output) == "-" else output.open("w")
     start, failures = time.perf_counter(), Counter()
@@ -108,6 +142,7 @@ def score(
 
 
 @app.command()
+@user_errors
 def steps(
     out: Path = typer.Option(..., "--out", help="YAML file to write the generated steps to"),
     config: str = typer.Option("default", "--config", "-c", help="judge YAML whose backend generates the steps"),
@@ -120,7 +155,9 @@ def steps(
 
     cfg = JudgeConfig.from_yaml(config)
     if aspects:
-        cfg.aspects = [a.strip() for a in aspects.split(",")]
+        cfg.aspects = _names(aspects)
+    cfg.validate()
+    _check_output(out, "--out")
     judge = Judge(cfg)
     store = generate_steps(judge.backend, judge.aspects, out, overwrite=overwrite)
     for name, entry in store.entries.items():

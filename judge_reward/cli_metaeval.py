@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 import typer
 from rich.console import Console
 
+from .cli_errors import UserError, user_errors
 from .data import resolve_data_path
 from .metaeval.datasets import LOADERS, MetaEvalDataset, TableFormat, load_dataset
 from .metaeval.judging import judge_aspects, judge_scores
@@ -112,6 +113,7 @@ def log_to_wandb(report: MetaEvalReport, project: str = "judge-reward", name: st
         run.finish()
 
 
+@user_errors
 def meta_eval(
     dataset: str = typer.Option(..., "--dataset", help=f"data format: {' | '.join(LOADERS)}"),
     data: Path = typer.Option(
@@ -162,7 +164,7 @@ def meta_eval(
     except (ValueError, KeyError) as err:
         # loader/config errors already name the field and record; show them without a traceback
         # (a KeyError's str() would add quotes around the message)
-        raise typer.BadParameter(str(err.args[0]) if err.args else repr(err)) from None
+        raise UserError(str(err.args[0]) if err.args else repr(err)) from None
     report.render(Console())
     if out is not None:
         report.save_json(out)

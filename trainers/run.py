@@ -26,9 +26,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from judge_reward.aspects import ConfigError, resolve_config_path
+from judge_reward.aspects import ConfigError, read_yaml, resolve_config_path
 from judge_reward.data import resolve_data_path
 from judge_reward.judge import build_section, check_known_fields
 
@@ -102,10 +100,7 @@ class TrainRunConfig:
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides) -> "TrainRunConfig":
         path = resolve_config_path(path, "train")
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML: {err}") from None
+        raw = read_yaml(path) or {}
         return cls.from_dict(raw, str(path), **overrides)
 
     @classmethod
