@@ -1,8 +1,11 @@
-"""The ``judge-reward`` command line.
+"""The engine's commands of the ``judge-reward`` command line: ``score`` and ``steps`` (defined here),
+``meta-eval`` and ``serve`` (from their modules), assembled by :func:`new_app`.
 
-``judge-reward score`` is defined here; other commands come from their own modules and are
-registered at the bottom. A user's mistake ends a command with one line and exit status 2
-(:mod:`judge_reward.cli_errors`); everything ``score`` is given is checked before the model loads.
+The console command itself is the top-level module ``judge_reward_cli``, which adds the commands of
+the packages built on the engine (``train``, ``label-pairs``, ``audit``); the engine imports none of
+them. ``python -m judge_reward.cli`` runs the engine's commands alone. A user's mistake ends a command
+with one line and exit status 2 (:mod:`judge_reward.cli_errors`); everything ``score`` is given is
+checked before the model loads.
 """
 
 from __future__ import annotations
@@ -20,8 +23,6 @@ from rich.table import Table
 
 from .cli_errors import UserError, debug_option, read_text_lines, user_errors
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-as-judge metrics as RLHF rewards.")
-app.callback()(debug_option)
 console = Console(stderr=True)
 
 
@@ -79,7 +80,6 @@ def check_score_inputs(input: Path, output: Path, config: str, aspects: str | No
     return cfg, methods, rows
 
 
-@app.command()
 @user_errors
 def score(
     input: Path = typer.Argument(..., help="JSONL with fields output, source, optional reference and id ('-' for stdin)"),
@@ -141,7 +141,6 @@ def score(
     console.print(table)
 
 
-@app.command()
 @user_errors
 def steps(
     out: Path = typer.Option(..., "--out", help="YAML file to write the generated steps to"),
@@ -167,16 +166,21 @@ def steps(
     console.print(f"wrote {out}")
 
 
-# --- commands contributed by other modules ---
-from .cli_metaeval import meta_eval  # noqa: E402
-app.command("meta-eval")(meta_eval)
-from .service.server import serve_command  # noqa: E402
-app.command("serve")(serve_command)
-from trainers.cli import label_pairs_command, train_command  # noqa: E402
-app.command("train")(train_command); app.command("label-pairs")(label_pairs_command)  # noqa: E702
-from bias_audit.cli import audit_command  # noqa: E402
-app.command("audit")(audit_command)
+def new_app() -> typer.Typer:
+    """A Typer app with ``--debug`` and the engine's commands: score, steps, meta-eval, serve."""
+    from .cli_metaeval import meta_eval
+    from .service.server import serve_command
 
+    new = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-as-judge metrics as RLHF rewards.")
+    new.callback()(debug_option)
+    new.command("score")(score)
+    new.command("steps")(steps)
+    new.command("meta-eval")(meta_eval)
+    new.command("serve")(serve_command)
+    return new
+
+
+app = new_app()
 
 if __name__ == "__main__":
     app()

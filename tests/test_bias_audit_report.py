@@ -161,7 +161,7 @@ def test_audit_logs_every_number_to_wandb_offline(tmp_path, offline_wandb):
 
 
 def _cli():
-    from judge_reward.cli import app
+    from judge_reward_cli import app
 
     return app
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from judge_reward.cli import app
+from judge_reward_cli import app
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from judge_reward import ConfigError, Judge, JudgeConfig
 from judge_reward.aspects import CONFIG_DIR
-from judge_reward.cli import app
+from judge_reward_cli import app
 from trainers.run import TrainRunConfig, load_prompts, run_training
 
 trl = pytest.importorskip("trl")
