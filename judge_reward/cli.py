@@ -103,13 +103,14 @@ def score(
     judge = Judge(cfg)  # loads the model
     items = [Item(r["output"], r.get("source") or "", r.get("reference"), str(r["id"]) if "id" in r else None) for r in rows]
     out = sys.stdout if str(output) == "-" else output.open("w")
-    start, failures = time.perf_counter(), Counter()
+    start, failures, totals = time.perf_counter(), Counter(), {}
     from tqdm.auto import tqdm
 
-    with tqdm(total=len(items) * len(methods), desc="score", unit="item", file=sys.stderr) as bar:
+    with tqdm(total=len(items), desc="score", unit="item", file=sys.stderr) as bar:
         for lo in range(0, len(items), chunk):
             part = items[lo:lo + chunk]
             per_method = {m: judge.score(part, method=m) for m in methods}
+            _add_totals(totals, per_method)
             for k, item in enumerate(part):
                 record = {"id": item.id if item.id is not None else lo + k, "scores": {}, "details": {}, "failures": {}}
                 for m in methods:
@@ -121,24 +122,45 @@ def score(
                             record["failures"][key] = s.reason
                             failures[s.reason] += 1
                 out.write(json.dumps(record, default=float) + "\n")
-            bar.update(len(part) * len(methods))
+            bar.update(len(part))
     if out is not sys.stdout:
         out.close()
-    seconds = time.perf_counter() - start
-    table = Table(title=f"judge-reward score: {len(items)} items x {len(judge.aspects)} aspects x {len(methods)} methods")
-    table.add_column("what")
+    console.print(_score_table(judge, len(items), methods, time.perf_counter() - start, totals, failures))
+
+
+def _add_totals(totals: dict, per_method: dict) -> None:
+    """Add one chunk's scores to ``totals``: ``method/aspect`` -> [sum of values, count, failures]."""
+    for m, rows in per_method.items():
+        for row in rows:
+            for aspect, s in row.items():
+                entry = totals.setdefault(f"{m}/{aspect}", [0.0, 0, 0])
+                if s.value is None:
+                    entry[2] += 1
+                else:
+                    entry[0] += s.value
+                    entry[1] += 1
+
+
+def _score_table(judge, n_items: int, methods: list[str], seconds: float, totals: dict, failures: Counter) -> Table:
+    """The closing table of ``score``: run figures, the mean score per method and aspect, and every
+    failure reason in full."""
+    table = Table(title=f"judge-reward score: {n_items} items x {len(judge.aspects)} aspects x {len(methods)} methods")
+    table.add_column("what", overflow="fold")
     table.add_column("value", justify="right")
     table.add_row("model", judge.backend.model_id)
     table.add_row("seconds", f"{seconds:.1f}")
-    table.add_row("items/s", f"{len(items) * len(methods) / max(seconds, 1e-9):.2f}")
+    table.add_row("items/s", f"{n_items / max(seconds, 1e-9):.2f}")
+    for key, (total, n, failed) in totals.items():
+        mean = f"{total / n:.4f}" if n else "n/a"
+        table.add_row(f"mean {key}", mean + (f" ({failed} failed)" if failed else ""))
     table.add_row("failures", str(sum(failures.values())))
     for reason, n in failures.most_common(10):
-        table.add_row(f"  {reason[:70]}", str(n))
+        table.add_row(f"  {reason}", str(n))
     backend_stats = judge.stats().get("backend")
     if backend_stats:
         for key, value in backend_stats.items():
             table.add_row(f"backend {key}", str(value))
-    console.print(table)
+    return table
 
 
 @user_errors

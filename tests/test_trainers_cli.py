@@ -172,3 +172,30 @@ def test_label_pairs_can_sample_the_candidates_from_a_policy(tmp_path, monkeypat
     pairs = load_from_disk(str(out))
     assert 1 <= len(pairs) <= 3 and all(c != r for c, r in zip(pairs["chosen"], pairs["rejected"]))
     assert set(pairs["chosen_index"]) <= {0, 1, 2}
+
+
+def test_completion_samples_print_the_article_on_one_line(capsys):
+    from trl.trainer import grpo_trainer
+
+    from trainers.run import print_completion_samples, readable_completion_samples
+
+    capsys.readouterr()  # what importing TRL printed
+    article = " ".join(f"word{i}" for i in range(300))
+    prompts = [f"Summarize the following news article.\n\nArticle: {article}\n\nSummary:"] * 4
+    completions = ["The council met.", "Cats.", [{"role": "assistant", "content": "A chat reply."}], "x"]
+    rewards = {"judge": [-1.5, -2.0, -3.0, -4.0]}
+    extra = {"coherence (gptscore)": [-1.25, -2.0, None, -4.0]}
+    with readable_completion_samples():
+        assert grpo_trainer.print_prompt_completions_sample is print_completion_samples
+        grpo_trainer.print_prompt_completions_sample(prompts, completions, rewards, [0.5, 0.1, -0.2, -0.4], 3, None, extra)
+    assert grpo_trainer.print_prompt_completions_sample is not print_completion_samples
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "step 3: 4 of 4 completions" and len(out) == 1 + 4 * 3
+    assert out[1].startswith("  [1] prompt:     Summarize the following news article. Article: word0 word1")
+    assert out[1].endswith("(307 words)") and len(out[1]) < 160
+    assert out[2] == "      completion: The council met."
+    assert out[3] == "      judge -1.5 | advantage 0.5 | coherence (gptscore) -1.25"
+    assert out[8] == "      completion: A chat reply." and out[9].endswith("coherence (gptscore) None")
+    print_completion_samples(prompts, completions, rewards, None, 4, 0, extra)
+    print_completion_samples(prompts, completions, rewards, None, 5, 2, extra)
+    assert len(capsys.readouterr().out.splitlines()) == 1 + 2 * 3

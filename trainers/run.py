@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -252,6 +254,56 @@ def build_trainer(config: TrainRunConfig, judge=None, output_dir: str | None = N
     return trainer, rewards, probe_cb
 
 
+def _one_line(entry, limit: int) -> str:
+    """A prompt or completion (text, or chat messages: the last one's content) on one line, cut to ``limit``."""
+    if isinstance(entry, list) and entry and isinstance(entry[-1], dict):
+        entry = entry[-1].get("content", "")
+    text = " ".join(str(entry).split())
+    return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text.split())} words)"
+
+
+def print_completion_samples(prompts, completions, rewards, advantages, step, num_samples=None, extra=None):
+    """Sampled completions of a logging step, a few lines each: the prompt's start, the completion,
+    and the rewards, advantage and judge columns on one line. Same arguments as TRL's
+    ``print_prompt_completions_sample``, whose table squeezed the prompt (the whole article) into a
+    column a few characters wide, one word per line, beside the judge's columns."""
+    extra = extra or {}
+    indices = list(range(len(prompts)))
+    if num_samples is not None:
+        if num_samples <= 0:
+            return
+        if num_samples < len(indices):
+            indices = random.sample(indices, num_samples)
+    lines = [f"step {step}: {len(indices)} of {len(prompts)} completions"]
+    for n, i in enumerate(indices, 1):
+        numbers = [f"{name} {values[i]:.4g}" for name, values in rewards.items()]
+        if advantages is not None:
+            numbers.append(f"advantage {advantages[i]:.3g}")
+        numbers += [f"{name} {values[i]:.4g}" if isinstance(values[i], float) else f"{name} {values[i]}"
+                    for name, values in extra.items()]
+        lines += [f"  [{n}] prompt:     {_one_line(prompts[i], 120)}",
+                  f"      completion: {_one_line(completions[i], 240)}",
+                  f"      {' | '.join(numbers)}"]
+    print("\n".join(lines), flush=True)
+
+
+@contextmanager
+def readable_completion_samples():
+    """While a GRPO or RLOO run trains, ``log_completions`` prints with :func:`print_completion_samples`
+    (the completions still go to ``output_dir/completions/*.parquet`` and W&B as TRL writes them)."""
+    from trl.trainer import grpo_trainer, rloo_trainer
+
+    modules = [m for m in (grpo_trainer, rloo_trainer) if hasattr(m, "print_prompt_completions_sample")]
+    saved = [m.print_prompt_completions_sample for m in modules]
+    for m in modules:
+        m.print_prompt_completions_sample = print_completion_samples
+    try:
+        yield
+    finally:
+        for m, original in zip(modules, saved):
+            m.print_prompt_completions_sample = original
+
+
 def run_training(config: TrainRunConfig, output_dir: str | None = None, judge=None) -> dict:
     """Train, then return a summary: runtime, final logged metrics, judge stats, W&B check."""
     mode = config.wandb.get("mode", "offline")
@@ -266,7 +318,8 @@ def run_training(config: TrainRunConfig, output_dir: str | None = None, judge=No
     start = time.perf_counter()
     trainer, rewards, _ = build_trainer(config, judge=judge, output_dir=output_dir)
     built = time.perf_counter()
-    trainer.train()
+    with readable_completion_samples():
+        trainer.train()
     trained = time.perf_counter()
     summary: dict[str, Any] = {
         "trainer": config.trainer,
