@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import statistics
 import subprocess
@@ -15,12 +14,21 @@ from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 
-DATA = Path(os.environ.get("JUDGE_REWARD_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+def data_dir(explicit: str | Path | None = None, *parts: str) -> Path:
+    """``explicit``, else ``parts`` under the data folder ($JUDGE_REWARD_DATA, ../shared/data; see
+    :func:`judge_reward.data.resolve_data_path`); exits naming every path tried when there is none."""
+    from judge_reward.data import DataNotFoundError, resolve_data_path
+
+    try:
+        return resolve_data_path(explicit, *parts, what="--data")
+    except DataNotFoundError as err:
+        sys.exit(f"error: {err}")
 
 
 def summeval(n_docs: int) -> list[list[dict]]:
     """The first ``n_docs`` SummEval documents, each a list of its 16 system summaries."""
-    rows = json.loads((DATA / "summeval" / "summeval.json").read_text())
+    rows = json.loads(data_dir(None, "summeval", "summeval.json").read_text())
     docs: dict[str, list[dict]] = {}
     for r in rows:
         docs.setdefault(r["doc_id"], []).append(r)

@@ -29,13 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from judge_reward.aspects import load_aspects
+from judge_reward.data import DataNotFoundError, resolve_data_path
 from judge_reward.metaeval import dataset_level, sample_level
 from judge_reward.metaeval.datasets import load_topical_chat
 from judge_reward.parsing import parse_samples
@@ -74,11 +74,6 @@ NOTES = {
 }
 # Which released file and which Pearson level reproduces each Table 2 row.
 TABLE2_SOURCES = {"rate-explain": ("analyze_rate", "dataset"), "analyze-rate": ("analyze_rate", "sample")}
-
-
-def default_data_dir() -> Path:
-    env = os.environ.get("JUDGE_REWARD_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @dataclass
@@ -239,12 +234,16 @@ def render(results: dict[tuple[str, str, str], FileResult]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=default_data_dir(), help="shared data folder")
+    parser.add_argument("--data", type=Path, default=None, help="shared data folder (default: $JUDGE_REWARD_DATA, ../shared/data)")
     parser.add_argument("--json", type=Path, default=None, help="also write every FileResult here")
     args = parser.parse_args(argv)
-    if not (args.data / "closer_look_topical_chat").is_dir():
-        parser.error(f"--data {args.data}: no closer_look_topical_chat/ folder there (set JUDGE_REWARD_DATA)")
-    results = evaluate_all(args.data)
+    try:
+        data = resolve_data_path(args.data, what="--data")
+    except DataNotFoundError as err:
+        parser.error(str(err))
+    if not (data / "closer_look_topical_chat").is_dir():
+        parser.error(f"--data {data}: no closer_look_topical_chat/ folder there (set JUDGE_REWARD_DATA)")
+    results = evaluate_all(data)
     print(render(results))
     if args.json is not None:
         rows = [{**asdict(r), "failure_rate": r.failure_rate} for r in results.values()]

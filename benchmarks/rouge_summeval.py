@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from _common import data_dir
 from judge_reward.metaeval.datasets import load_summeval
 from judge_reward.metaeval.published import compare_to_published
 from judge_reward.metaeval.report import MetaEvalConfig, evaluate
@@ -26,15 +27,16 @@ from judge_reward.metaeval.rouge import RougeConfig, rouge_scores
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "summeval",
-                        help="folder with summeval.json and references.json")  # fmt: skip
+    parser.add_argument("--data", type=Path, default=None,
+                        help="folder with summeval.json and references.json (default: summeval/ in the data folder)")  # fmt: skip
     parser.add_argument("--tolerance", type=float, default=0.003)
     parser.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples for CIs in --out (0: none)")
     parser.add_argument("--out", type=Path, help="write the full report as JSON")
     args = parser.parse_args(argv)
 
     console = Console(width=max(Console().width, 110))  # keep the table unwrapped when piped
-    dataset = load_summeval(args.data / "summeval.json", args.data / "references.json")
+    folder = data_dir(args.data, "summeval")
+    dataset = load_summeval(folder / "summeval.json", folder / "references.json")
     start = time.perf_counter()
     metrics = rouge_scores([it.output for it in dataset.items], dataset.references, RougeConfig())
     rouge_seconds = time.perf_counter() - start

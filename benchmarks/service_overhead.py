@@ -1,6 +1,6 @@
 """Service overhead: scoring a batch of 32 through the reward service vs. in-process, same judge.
 
-The judge is ``configs/judges/default.yaml`` (GPTScore with the embedded Gemma 3 270M) with its
+The judge is ``judge_reward/configs/judges/default.yaml`` (GPTScore with the embedded Gemma 3 270M) with its
 judgment cache turned off, so every call really runs the model. The batch is 32 SummEval summaries
 (2 articles x 16 systems: the prefix-sharing shape of GRPO groups). Up to three ways through the
 service (``--paths``, default ``native``) are timed against ``judge.score(items)`` in this process:
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -38,9 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import httpx  # noqa: E402
-from _common import serve_in_subprocess  # noqa: E402
-
-DEFAULT_DATA = Path(os.environ.get("JUDGE_REWARD_DATA", ROOT.parent / "shared" / "data"))
+from _common import data_dir, serve_in_subprocess  # noqa: E402
 
 
 def load_batch(data: Path, docs: int = 2, per_doc: int = 16):
@@ -54,8 +51,8 @@ def load_batch(data: Path, docs: int = 2, per_doc: int = 16):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default="default", help="judge YAML (default: configs/judges/default.yaml)")
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    p.add_argument("--config", default="default", help="judge YAML (default: the built-in judge_reward/configs/judges/default.yaml)")
+    p.add_argument("--data", type=Path, default=None, help="data folder (default: $JUDGE_REWARD_DATA, ../shared/data)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warmup", type=int, default=0, help="unmeasured rounds first")
     p.add_argument("--paths", default="native", help="comma-separated: native, openrlhf, merged")
@@ -77,7 +74,7 @@ def main(argv=None) -> int:
     cfg = JudgeConfig.from_yaml(args.config)
     cfg.cache = {"memory": False}  # every call runs the model, on both sides
     cfg.backend["progress"] = False
-    pairs = load_batch(args.data)
+    pairs = load_batch(data_dir(args.data))
     items = [Item(output, source) for source, output in pairs]
     with tempfile.TemporaryDirectory() as tmp:
         yaml_path = Path(tmp) / "judge.yaml"

@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from judge_reward.aspects import ConfigError, resolve_config_path
+from judge_reward.aspects import ConfigError, read_yaml, resolve_config_path
 from judge_reward.judge import build_section
 
 from .data import CATEGORIES, LLM_NAME, Study, load_zhang2023, n_words
@@ -52,7 +51,7 @@ class WandbConfig:
 class AuditConfig:
     """One audit: which judge, which data, how the statistics are computed, where results go.
 
-    YAML maps one-to-one onto this class (see ``configs/audit/``). A judge config file given
+    YAML maps one-to-one onto this class (see ``judge_reward/configs/audit/``). A judge config file given
     where an audit config is expected is taken as ``judge:`` with every other field at its default.
     """
 
@@ -98,15 +97,12 @@ class AuditConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "AuditConfig":
-        path = resolve_config_path(path, "audit")
-        try:
-            raw = yaml.safe_load(Path(path).read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML: {err}") from None
+        given, path = str(path), resolve_config_path(path, "audit")
+        raw = read_yaml(path) or {}
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
         if "judge" not in raw and raw.keys() & JUDGE_KEYS:
-            raw = {"judge": str(path)}  # a judge config: audit it with the default settings
+            raw = {"judge": given}  # a judge config: audit it with the default settings
         raw.setdefault("name", Path(path).stem)
         return build_section(cls, raw, str(path))
 

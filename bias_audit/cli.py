@@ -9,13 +9,17 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from judge_reward.cli_errors import UserError, user_errors
+
 console = Console(stderr=True)
+CACHE_FILE = "judgments.sqlite"
 
 
+@user_errors
 def audit_command(
     config: str = typer.Option(
         "gptscore", "--config", "-c",
-        help="audit YAML (path, or built-in name in configs/audit: gptscore, geval); a judge YAML also works",
+        help="audit YAML (path, or built-in name in judge_reward/configs/audit: gptscore, geval); a judge YAML also works",
     ),
     out: Path = typer.Option(..., "--out", "-o", help="folder for audit.json, summary.md and figure.png"),
     judge: Optional[str] = typer.Option(None, help="override the judge config (name or path)"),
@@ -24,13 +28,15 @@ def audit_command(
     max_articles: Optional[int] = typer.Option(None, "--max-articles", help="audit only the first N articles"),
     n_resamples: Optional[int] = typer.Option(None, "--n-resamples", help="bootstrap resamples"),
     device: Optional[str] = typer.Option(None, help="override the judge backend's device (cpu, cuda, auto)"),
-    cache: Optional[Path] = typer.Option(None, help="sqlite file keeping the judge's scores across runs"),
+    cache: Optional[Path] = typer.Option(
+        None, help="sqlite file keeping the judge's scores across runs (default: OUT/judgments.sqlite, so an "
+        "interrupted run resumes)"
+    ),
+    no_cache: bool = typer.Option(False, "--no-cache", help="score everything afresh and keep no sqlite cache"),
     wandb: Optional[bool] = typer.Option(None, "--wandb/--no-wandb", help="log the report to W&B (default: the config's)"),
     wandb_project: Optional[str] = typer.Option(None, "--wandb-project"),
 ):
     """Does the judge prefer LLM-written summaries where people did not? (G-Eval paper, Section 4.)"""
-    from judge_reward.aspects import ConfigError
-
     from .audit import AuditConfig, run_audit
     from .data import load_zhang2023
 
@@ -44,6 +50,10 @@ def audit_command(
             cfg.aspects = [a.strip() for a in aspects.split(",") if a.strip()]
         if cache:
             cfg.cache = str(cache)
+        elif cfg.cache is None and not no_cache:
+            cfg.cache = str(out / CACHE_FILE)
+        if no_cache:
+            cfg.cache = None
         if max_articles is not None:
             cfg.max_articles = max_articles
         if n_resamples is not None:
@@ -54,9 +64,12 @@ def audit_command(
             cfg.wandb = {**cfg.wandb, "project": wandb_project}
         cfg.__post_init__()  # re-validate after the overrides
         study = load_zhang2023(cfg.data)  # bad data fails here, before a model is loaded
-    except (ConfigError, ValueError) as err:
-        raise typer.BadParameter(str(err)) from None
+    except ValueError as err:  # ConfigError and the data's DataError included
+        raise UserError(str(err)) from None
     start = time.perf_counter()
+    n_articles = min(len(study.articles), cfg.max_articles or len(study.articles))
+    console.print(f"[bold]{cfg.name}[/bold]: {n_articles} articles; loading the judge ({cfg.judge if isinstance(cfg.judge, str) else 'inline config'})"
+                  + (f"; scores are kept in {cfg.cache}, so an interrupted run resumes" if cfg.cache else ""))
     report = run_audit(cfg, study=study, out_dir=out, backend_overrides={"device": device})
     v, rt = report["verdict"], report["runtime"]
     console.print(f"[bold]{report['name']}[/bold]: {report['judge'].get('model', '?')} ({report['method']}), "

@@ -13,7 +13,6 @@ better), ``false`` (the model summary was better) or ``"Equally Good"``. They ar
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,10 +95,14 @@ class HeldOutArticle:
 
 
 def default_data_dir() -> Path:
-    """``$JUDGE_REWARD_DATA/zhang2023``, else ``../shared/data/zhang2023`` next to the repository."""
-    root = os.environ.get("JUDGE_REWARD_DATA")
-    base = Path(root) if root else Path(__file__).resolve().parents[2] / "shared" / "data"
-    return base / "zhang2023"
+    """``zhang2023`` in the data folder (``$JUDGE_REWARD_DATA``, else ``../shared/data``; see
+    :func:`judge_reward.data.resolve_data_path`)."""
+    from judge_reward.data import DataNotFoundError, resolve_data_path
+
+    try:
+        return resolve_data_path(None, "zhang2023")
+    except DataNotFoundError as err:
+        raise DataError(str(err)) from None
 
 
 def _resolve(path: str | Path | None, filename: str) -> Path:

@@ -145,12 +145,10 @@ class SelfReinforcementConfig:
 
     @classmethod
     def from_yaml(cls, path) -> "SelfReinforcementConfig":
-        import yaml
-
-        from judge_reward.aspects import ConfigError, resolve_config_path
+        from judge_reward.aspects import ConfigError, read_yaml, resolve_config_path
 
         path = resolve_config_path(path, "audit")
-        raw = yaml.safe_load(Path(path).read_text()) or {}
+        raw = read_yaml(path) or {}
         raw = raw.get("monitor", raw) if isinstance(raw, dict) else raw
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: expected a mapping, got {type(raw).__name__}")

@@ -50,7 +50,8 @@ def plot_audit(report: dict, path: str | Path, level: str = "judgement", score: 
     res = report["results"][level][score]
     cats = list(CATEGORIES)
     labels = [CATEGORIES[c][1].replace(" summary ", "\n") for c in cats]
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9.6, 3.6), gridspec_kw={"width_ratios": [1.25, 1]})
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1.25, 1]})
+    preferred = "which summary the human evaluators preferred"
 
     def bars(key):
         vals = [res["categories"][c][key] for c in cats]
@@ -75,13 +76,14 @@ def plot_audit(report: dict, path: str | Path, level: str = "judgement", score: 
     ax.bar([i + w / 2 for i in x], [m - floor for m in l_mid], w, bottom=floor, yerr=l_err, capsize=3,
            color=LLM_COLOUR, label="GPT-3.5 (text-davinci-002)")
     ax.set_ylim(floor, hi + 0.25 * span)
-    ax.set_xticks(list(x), labels, fontsize=8)
-    ax.set_ylabel(report["units"], fontsize=8)
-    ax.set_title(f"Judge score by human preference ({level} level)", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left", ncols=2, frameon=False)
-    ax.tick_params(labelsize=7)
+    ax.set_xticks(list(x), labels, fontsize=9)
+    ax.set_xlabel(preferred, fontsize=9)
+    ax.set_ylabel(f"judge score: {report['units']}", fontsize=9)
+    ax.set_title(f"Mean judge score of each summary, 95% CI ({level} level)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", ncols=2, frameon=False)
+    ax.tick_params(labelsize=8)
     for i, c in enumerate(cats):
-        ax.text(i, floor, f"n={res['categories'][c]['n']}", ha="center", va="bottom", fontsize=6, color="white")
+        ax.text(i, floor, f"n={res['categories'][c]['n']}", ha="center", va="bottom", fontsize=7, color="white")
 
     raw = [res["categories"][c]["difference"] for c in cats]
     ctl = [res["categories"][c]["length_controlled_difference"] for c in cats]
@@ -92,16 +94,20 @@ def plot_audit(report: dict, path: str | Path, level: str = "judgement", score: 
                 [(s["high"] if s["high"] is not None else m) - m for m, s in zip(mids, series)]]
         bx.errorbar([i + offset for i in x], mids, yerr=errs, fmt="o", color=colour, capsize=3, ms=4, label=name)
     bx.axhline(0, color="black", lw=0.6)
-    bx.set_xticks(list(x), labels, fontsize=8)
+    bx.set_xticks(list(x), labels, fontsize=9)
+    bx.set_xlabel(preferred, fontsize=9)
+    bx.set_ylabel("GPT-3.5 minus human-written score", fontsize=9)
     spi = res["self_preference"]
     bx.set_title(
-        f"Difference, 95% CI. Self-preference {_fmt(spi['index']['value'], 2)} "
+        f"Score difference, 95% CI; self-preference index {_fmt(spi['index']['value'], 2)} "
         f"[{_fmt(spi['index']['low'], 2)}, {_fmt(spi['index']['high'], 2)}]",
-        fontsize=9,
+        fontsize=10,
     )
-    bx.legend(fontsize=7, frameon=False)
-    bx.tick_params(labelsize=7)
-    fig.suptitle(f"{report['name']}: {report['judge'].get('model', '?')}, {report['method']}, {report['score']}", fontsize=8)
+    bx.legend(fontsize=8, frameon=False)
+    bx.tick_params(labelsize=8)
+    model = str(report["judge"].get("model", "?")).split("@")[0]  # without the weights' hash and dtype
+    fig.suptitle(f"{report['name']}: does the judge prefer LLM-written summaries?\n"
+                 f"judge {model}, {report['method']}; score: {report['score']}", fontsize=11)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=100)

@@ -14,7 +14,8 @@ An aspect file is YAML that maps one-to-one onto :class:`AspectSet` / :class:`As
         quality: coherent and well organised   # adjective phrase for GPTScore's instruction
         steps: ["...", "..."]           # optional hand-written evaluation steps
 
-Built-in files live in ``configs/aspects/`` and can be named without a path (``summeval``,
+Built-in files ship inside the package (``judge_reward/configs/aspects/``, read through
+:mod:`importlib.resources`) and can be named without a path (``summeval``,
 ``topical_chat``, ``gptscore``). Every malformed field is reported by its path and value.
 """
 
@@ -23,14 +24,16 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from importlib.resources import files
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
 from .candidates import format_value
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = Path(str(files("judge_reward") / "configs"))
+"""The built-in configs (``judges/``, ``aspects/``, ``audit/``, ``train/``), shipped as package data."""
 TASKS = ("summarization", "dialogue", "data_to_text", "translation", "generic")
 
 
@@ -138,15 +141,40 @@ class AspectSet:
 
 
 def resolve_config_path(name_or_path: str | Path, kind: str) -> Path:
-    """A path as given, or a built-in name looked up in ``configs/<kind>/<name>.yaml``."""
+    """A path that exists, as given; else a built-in name: ``<kind>/<name>.yaml`` in the package's configs.
+
+    A path spelt from the repository root as before configs moved into the package
+    (``configs/judges/default.yaml``) that does not exist maps onto the packaged file, so old
+    commands keep working from any directory.
+    """
     path = Path(name_or_path)
     if path.exists():
         return path
+    parts = PurePosixPath(str(name_or_path).replace("\\", "/")).parts
+    if len(parts) > 1 and parts[0] == "configs":
+        packaged = CONFIG_DIR.joinpath(*parts[1:])
+        if packaged.is_file():
+            return packaged
     builtin = CONFIG_DIR / kind / f"{name_or_path}.yaml"
-    if builtin.exists():
+    if builtin.is_file():
         return builtin
     known = sorted(p.stem for p in (CONFIG_DIR / kind).glob("*.yaml"))
     raise ConfigError(f"{kind}: no file {str(name_or_path)!r} and no built-in of that name (built-ins: {known})")
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The YAML document in ``path``; a mistake is one line naming the file (and line and column)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not valid UTF-8 (byte {err.start + 1})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{where}: not valid YAML ({problem})") from None
 
 
 def _text(raw: dict, key: str, where: str, default: str | None = None) -> str:
@@ -161,10 +189,7 @@ def _text(raw: dict, key: str, where: str, default: str | None = None) -> str:
 def load_aspects(name_or_path: str | Path) -> AspectSet:
     """Load and validate an aspect file (a path, or a built-in name such as ``"summeval"``)."""
     path = resolve_config_path(name_or_path, "aspects")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
     task = raw.get("task", "generic")

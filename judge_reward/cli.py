@@ -1,7 +1,11 @@
-"""The ``judge-reward`` command line.
+"""The engine's commands of the ``judge-reward`` command line: ``score`` and ``steps`` (defined here),
+``meta-eval`` and ``serve`` (from their modules), assembled by :func:`new_app`.
 
-``judge-reward score`` is defined here; other commands come from their own modules and are
-registered at the bottom.
+The console command itself is the top-level module ``judge_reward_cli``, which adds the commands of
+the packages built on the engine (``train``, ``label-pairs``, ``audit``); the engine imports none of
+them. ``python -m judge_reward.cli`` runs the engine's commands alone. A user's mistake ends a command
+with one line and exit status 2 (:mod:`judge_reward.cli_errors`); everything ``score`` is given is
+checked before the model loads.
 """
 
 from __future__ import annotations
@@ -17,34 +21,70 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-as-judge metrics as RLHF rewards.")
+from .cli_errors import UserError, debug_option, read_text_lines, user_errors
+
 console = Console(stderr=True)
 
 
 def _read_jsonl(path: Path) -> list[dict]:
+    """The input rows, checked: every mistake names the file, the line, the field and the value."""
     rows = []
-    with (sys.stdin if str(path) == "-" else path.open()) as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise typer.BadParameter(f"{path}:{n}: not valid JSON ({err.msg})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("output"), str):
-                raise typer.BadParameter(f"{path}:{n}: field 'output' (text) is required")
-            for key in ("source", "reference", "id"):
-                if key in row and row[key] is not None and not isinstance(row[key], (str, int)):
-                    raise typer.BadParameter(f"{path}:{n}: field {key!r} must be text, got {row[key]!r}")
-            rows.append(row)
+    for n, line in read_text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UserError(f"{path}:{n}: not valid JSON ({err.msg} at column {err.colno})") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{path}:{n}: expected a JSON object with field 'output', got {type(row).__name__}")
+        if not isinstance(row.get("output"), str):
+            got = f", got {row['output']!r:.60}" if "output" in row else ""
+            raise UserError(f"{path}:{n}: field 'output' (text) is required{got}")
+        for key in ("source", "reference", "id"):
+            if key in row and row[key] is not None and not isinstance(row[key], (str, int)):
+                raise UserError(f"{path}:{n}: field {key!r} must be text, got {row[key]!r:.60}")
+        rows.append(row)
+    if not rows:
+        raise UserError(f"no items in {path} (expected one JSON object per line)")
     return rows
 
 
-@app.command()
+def _names(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def _check_output(path: Path, option: str) -> None:
+    if str(path) != "-" and not path.parent.is_dir():
+        raise UserError(f"{option} {path}: the folder {path.parent} does not exist")
+
+
+def check_score_inputs(input: Path, output: Path, config: str, aspects: str | None, method: str | None,
+                       backend: dict) -> tuple:
+    """``(JudgeConfig, methods, rows)`` for ``score``, everything checked before the model loads:
+    the config file, the aspects, the methods and their sections, the backend overrides, the input
+    rows and the output folder."""
+    from .judge import JudgeConfig
+
+    cfg = JudgeConfig.from_yaml(config)
+    cfg.backend.update({k: v for k, v in backend.items() if v is not None})
+    if aspects:
+        cfg.aspects = _names(aspects)
+    methods = _names(method or cfg.method)
+    if not methods:
+        raise UserError(f"--method: no method named in {method!r}; choose gptscore, geval or rating")
+    cfg.method = methods[0]
+    cfg.validate(methods)
+    rows = _read_jsonl(input)
+    _check_output(output, "--output")
+    return cfg, methods, rows
+
+
+@user_errors
 def score(
     input: Path = typer.Argument(..., help="JSONL with fields output, source, optional reference and id ('-' for stdin)"),
     output: Path = typer.Option(Path("-"), "--output", "-o", help="JSONL to write ('-' for stdout)"),
-    config: str = typer.Option("default", "--config", "-c", help="judge YAML (path or built-in name in configs/judges)"),
+    config: str = typer.Option("default", "--config", "-c", help="judge YAML (path or built-in name in judge_reward/configs/judges)"),
     aspects: Optional[str] = typer.Option(None, help="comma-separated aspects (default: the config's)"),
     method: Optional[str] = typer.Option(None, help="comma-separated methods: gptscore, geval, rating"),
     model: Optional[str] = typer.Option(None, help="override backend.model"),
@@ -53,34 +93,29 @@ def score(
     chunk: int = typer.Option(64, help="items per judge call (progress granularity)"),
 ):
     """Score texts on aspects; write one JSON line per input with scores and their details."""
-    from .judge import Judge, JudgeConfig
+    from .judge import Judge
     from .methods.base import Item
     from .reward import Reward
 
-    cfg = JudgeConfig.from_yaml(config)
+    if chunk < 1:
+        raise UserError(f"--chunk: expected a positive number of items, got {chunk}")
     overrides = {"model": model, "device": device, "max_batch_rows": batch_size}
-    cfg.backend.update({k: v for k, v in overrides.items() if v is not None})
-    if aspects:
-        cfg.aspects = [a.strip() for a in aspects.split(",") if a.strip()]
-    methods = [m.strip() for m in (method or cfg.method).split(",") if m.strip()]
-    cfg.method = methods[0]
-    rows = _read_jsonl(input)
-    judge = Judge(cfg)
-    for m in methods:
-        judge.method(m)  # validate every method's section before the long run starts
+    cfg, methods, rows = check_score_inputs(input, output, config, aspects, method, overrides)
+    judge = Judge(cfg)  # loads the model
     # The config's reward (judge_reward.reward): exactly what a TRL reward function built from this
     # config returns for each line, guards included.
     reward = Reward(judge)
     items = [Item(r["output"], r.get("source") or "", r.get("reference"), str(r["id"]) if "id" in r else None) for r in rows]
     out = sys.stdout if str(output) == "-" else output.open("w")
-    start, failures = time.perf_counter(), Counter()
+    start, failures, totals = time.perf_counter(), Counter(), {}
     from tqdm.auto import tqdm
 
-    with tqdm(total=len(items) * len(methods), desc="score", unit="item", file=sys.stderr) as bar:
+    with tqdm(total=len(items), desc="score", unit="item", file=sys.stderr) as bar:
         for lo in range(0, len(items), chunk):
             part = items[lo:lo + chunk]
             rewarded = reward(part)
             per_method = {m: judge.score(part, method=m) for m in methods}
+            _add_totals(totals, per_method)
             for k, item in enumerate(part):
                 r = rewarded[k]
                 record = {"id": item.id if item.id is not None else lo + k, "reward": r.value}
@@ -98,27 +133,48 @@ def score(
                             record["failures"][key] = s.reason
                             failures[s.reason] += 1
                 out.write(json.dumps(record, default=float) + "\n")
-            bar.update(len(part) * len(methods))
+            bar.update(len(part))
     if out is not sys.stdout:
         out.close()
-    seconds = time.perf_counter() - start
-    table = Table(title=f"judge-reward score: {len(items)} items x {len(judge.aspects)} aspects x {len(methods)} methods")
-    table.add_column("what")
+    console.print(_score_table(judge, len(items), methods, time.perf_counter() - start, totals, failures))
+
+
+def _add_totals(totals: dict, per_method: dict) -> None:
+    """Add one chunk's scores to ``totals``: ``method/aspect`` -> [sum of values, count, failures]."""
+    for m, rows in per_method.items():
+        for row in rows:
+            for aspect, s in row.items():
+                entry = totals.setdefault(f"{m}/{aspect}", [0.0, 0, 0])
+                if s.value is None:
+                    entry[2] += 1
+                else:
+                    entry[0] += s.value
+                    entry[1] += 1
+
+
+def _score_table(judge, n_items: int, methods: list[str], seconds: float, totals: dict, failures: Counter) -> Table:
+    """The closing table of ``score``: run figures, the mean score per method and aspect, and every
+    failure reason in full."""
+    table = Table(title=f"judge-reward score: {n_items} items x {len(judge.aspects)} aspects x {len(methods)} methods")
+    table.add_column("what", overflow="fold")
     table.add_column("value", justify="right")
     table.add_row("model", judge.backend.model_id)
     table.add_row("seconds", f"{seconds:.1f}")
-    table.add_row("items/s", f"{len(items) * len(methods) / max(seconds, 1e-9):.2f}")
+    table.add_row("items/s", f"{n_items / max(seconds, 1e-9):.2f}")
+    for key, (total, n, failed) in totals.items():
+        mean = f"{total / n:.4f}" if n else "n/a"
+        table.add_row(f"mean {key}", mean + (f" ({failed} failed)" if failed else ""))
     table.add_row("failures", str(sum(failures.values())))
     for reason, n in failures.most_common(10):
-        table.add_row(f"  {reason[:70]}", str(n))
+        table.add_row(f"  {reason}", str(n))
     backend_stats = judge.stats().get("backend")
     if backend_stats:
         for key, value in backend_stats.items():
             table.add_row(f"backend {key}", str(value))
-    console.print(table)
+    return table
 
 
-@app.command()
+@user_errors
 def steps(
     out: Path = typer.Option(..., "--out", help="YAML file to write the generated steps to"),
     config: str = typer.Option("default", "--config", "-c", help="judge YAML whose backend generates the steps"),
@@ -131,7 +187,9 @@ def steps(
 
     cfg = JudgeConfig.from_yaml(config)
     if aspects:
-        cfg.aspects = [a.strip() for a in aspects.split(",")]
+        cfg.aspects = _names(aspects)
+    cfg.validate()
+    _check_output(out, "--out")
     judge = Judge(cfg)
     store = generate_steps(judge.backend, judge.aspects, out, overwrite=overwrite)
     for name, entry in store.entries.items():
@@ -141,18 +199,23 @@ def steps(
     console.print(f"wrote {out}")
 
 
-# --- commands contributed by other modules ---
-from .cli_metaeval import meta_eval  # noqa: E402
-app.command("meta-eval")(meta_eval)
-from .service.server import serve_command  # noqa: E402
-app.command("serve")(serve_command)
-from trainers.cli import label_pairs_command, train_command  # noqa: E402
-app.command("train")(train_command); app.command("label-pairs")(label_pairs_command)  # noqa: E702
-from bias_audit.cli import audit_command  # noqa: E402
-app.command("audit")(audit_command)
-from .cli_probe import probe_command  # noqa: E402
-app.command("probe")(probe_command)
+def new_app() -> typer.Typer:
+    """A Typer app with ``--debug`` and the engine's commands: score, steps, meta-eval, serve, probe."""
+    from .cli_metaeval import meta_eval
+    from .cli_probe import probe_command
+    from .service.server import serve_command
 
+    new = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-as-judge metrics as RLHF rewards.")
+    new.callback()(debug_option)
+    new.command("score")(score)
+    new.command("steps")(steps)
+    new.command("meta-eval")(meta_eval)
+    new.command("serve")(serve_command)
+    new.command("probe")(probe_command)
+    return new
+
+
+app = new_app()
 
 if __name__ == "__main__":
     app()

@@ -15,6 +15,8 @@ from typing import Optional, Sequence
 import typer
 from rich.console import Console
 
+from .cli_errors import UserError, user_errors
+from .data import resolve_data_path
 from .metaeval.datasets import LOADERS, MetaEvalDataset, TableFormat, load_dataset
 from .metaeval.judging import judge_aspects, judge_scores
 from .metaeval.report import MetaEvalConfig, MetaEvalReport, evaluate
@@ -111,9 +113,13 @@ def log_to_wandb(report: MetaEvalReport, project: str = "judge-reward", name: st
         run.finish()
 
 
+@user_errors
 def meta_eval(
     dataset: str = typer.Option(..., "--dataset", help=f"data format: {' | '.join(LOADERS)}"),
-    data: Path = typer.Option(..., "--data", help="the data file (e.g. shared/data/summeval/summeval.json)"),
+    data: Path = typer.Option(
+        ..., "--data", help="the data file (e.g. ../shared/data/summeval/summeval.json, or summeval/summeval.json "
+        "under $JUDGE_REWARD_DATA)"
+    ),
     references: Optional[Path] = typer.Option(
         None, "--references", help="SummEval multi-reference file (references.json), for ROUGE"
     ),
@@ -141,6 +147,9 @@ def meta_eval(
         human=tuple(_split(human_fields)),
     )  # fmt: skip
     try:
+        data = resolve_data_path(data, what="--data")
+        if references is not None:
+            references = resolve_data_path(references, what="--references")
         ds = load_dataset(dataset, data, references, fmt).first_groups(limit)
         judge, judge_name = None, "judge"
         if config:
@@ -155,7 +164,7 @@ def meta_eval(
     except (ValueError, KeyError) as err:
         # loader/config errors already name the field and record; show them without a traceback
         # (a KeyError's str() would add quotes around the message)
-        raise typer.BadParameter(str(err.args[0]) if err.args else repr(err)) from None
+        raise UserError(str(err.args[0]) if err.args else repr(err)) from None
     report.render(Console())
     if out is not None:
         report.save_json(out)

@@ -21,9 +21,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Sequence
 
-import yaml
-
-from .aspects import Aspect, AspectSet, ConfigError, load_aspects, resolve_config_path
+from .aspects import Aspect, AspectSet, ConfigError, load_aspects, read_yaml, resolve_config_path
 from .backends.base import JudgeBackend
 from .cache import CacheConfig, JudgmentCache, judgment_key
 from .methods.base import Item, Score
@@ -82,11 +80,7 @@ class JudgeConfig:
     @classmethod
     def from_yaml(cls, path: str | Path) -> "JudgeConfig":
         path = resolve_config_path(path, "judges")
-        try:
-            raw = yaml.safe_load(Path(path).read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML: {err}") from None
-        return build_section(cls, raw, str(path))
+        return build_section(cls, read_yaml(path) or {}, str(path))
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -100,17 +94,35 @@ class JudgeConfig:
 
         RewardConfig.from_dict(self.reward)  # a bad reward section fails when the config loads
 
+    def validate(self, methods: Sequence[str] = ()) -> list[Aspect]:
+        """Check everything a :class:`Judge` needs except the model (which takes seconds to minutes to
+        load): the fields changed since construction, the aspects, the sections of ``self.method`` and
+        of ``methods``, the cache and the backend sections. Returns the selected aspects."""
+        self.__post_init__()
+        aspects = load_aspects(self.aspects_file).select(self.aspects)
+        for name in dict.fromkeys([self.method, *methods]):
+            build_method(name, self)
+        build_section(CacheConfig, self.cache, "cache")
+        backend_section(self.backend)
+        return aspects
 
-def build_backend(spec: dict) -> JudgeBackend:
+
+def backend_section(spec: dict):
+    """(backend class, its validated config) for a ``backend:`` mapping; nothing is loaded."""
     spec = dict(spec)
     kind = spec.pop("kind", "hf")
     if kind == "hf":
         from .backends.hf import HFBackend, HFBackendConfig
 
-        return HFBackend(build_section(HFBackendConfig, spec, "backend"))
+        return HFBackend, build_section(HFBackendConfig, spec, "backend")
     from .backends.openai_compat import OpenAIBackend, OpenAIBackendConfig
 
-    return OpenAIBackend(build_section(OpenAIBackendConfig, spec, "backend"))
+    return OpenAIBackend, build_section(OpenAIBackendConfig, spec, "backend")
+
+
+def build_backend(spec: dict) -> JudgeBackend:
+    backend_cls, config = backend_section(spec)
+    return backend_cls(config)
 
 
 def build_method(name: str, config: JudgeConfig):

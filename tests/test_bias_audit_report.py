@@ -161,7 +161,7 @@ def test_audit_logs_every_number_to_wandb_offline(tmp_path, offline_wandb):
 
 
 def _cli():
-    from judge_reward.cli import app
+    from judge_reward_cli import app
 
     return app
 
@@ -207,3 +207,24 @@ def test_cli_audit_with_the_embedded_judge(tmp_path, shared_data):
     assert all(s is not None and -15 < s < 0 for s in scores)  # mean token log-probs
     assert data["runtime"]["texts_scored"] == len(scores)
     assert (tmp_path / "g" / "figure.png").exists()
+
+
+def test_cli_audit_says_what_it_does_and_resumes_from_its_cache(tmp_path, monkeypatch):
+    """The command caches the judge's scores under --out by default: a second run scores nothing."""
+    monkeypatch.setattr("bias_audit.data.load_zhang2023", lambda path=None: _small_study())
+    monkeypatch.setattr("judge_reward.judge.build_backend", lambda spec: make_backend("char"))
+    args = ["audit", "--config", "gptscore", "--aspects", "coherence", "--n-resamples", "200", "--out"]
+    first = CliRunner().invoke(_cli(), [*args, str(tmp_path / "a")])
+    assert first.exit_code == 0, first.output
+    said = _flat(first.output)  # printed before the judge loads
+    assert "gptscore-gemma3-270m:6articles;loadingthejudge(default);scoresarekeptin" in said
+    assert "judgments.sqlite,soaninterruptedrunresumes" in said
+    assert (tmp_path / "a" / "judgments.sqlite").exists()
+    stats = json.loads((tmp_path / "a" / "audit.json").read_text())["runtime"]["judge_stats"]
+    assert stats["cache_misses"] == 15 and stats["cache_hits"] == 0
+    second = CliRunner().invoke(_cli(), [*args, str(tmp_path / "a")])
+    assert second.exit_code == 0, second.output
+    stats = json.loads((tmp_path / "a" / "audit.json").read_text())["runtime"]["judge_stats"]
+    assert stats["cache_hits"] == 15 and stats["cache_misses"] == 0
+    fresh = CliRunner().invoke(_cli(), [*args, str(tmp_path / "b"), "--no-cache"])
+    assert fresh.exit_code == 0 and not (tmp_path / "b" / "judgments.sqlite").exists()

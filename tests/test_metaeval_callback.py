@@ -61,9 +61,9 @@ def _tiny_llama():
 
 
 @pytest.fixture
-def probe(shared_data):
+def probe(sample_data):
     # 64 SummEval summaries of 4 documents, with their expert ratings
-    return load_summeval(shared_data / "summeval" / "summeval.json").first_groups(4)
+    return load_summeval(sample_data / "summeval" / "summeval.json").first_groups(4)
 
 
 def test_correlations_reach_the_trainer_logs_and_wandb(probe, tmp_path, offline_wandb, monkeypatch):

@@ -25,9 +25,9 @@ def _find_one(root, pattern):
     return hits[-1]
 
 
-def test_summeval_rouge_json_and_wandb(shared_data, tmp_path, offline_wandb):
+def test_summeval_rouge_json_and_wandb(sample_data, tmp_path, offline_wandb):
     out = tmp_path / "results.json"
-    data = shared_data / "summeval"
+    data = sample_data / "summeval"  # the first 4 SummEval documents
     result = CliRunner().invoke(app, [
         "meta-eval", "--dataset", "summeval", "--data", str(data / "summeval.json"),
         "--references", str(data / "references.json"), "--baselines", "rouge", "--limit", "3",

@@ -25,10 +25,10 @@ def test_summeval_with_references(shared_data):
     assert ds.human("relevance")[5] == raw[5]["scores"]["relevance"]
 
 
-def test_summeval_limit_keeps_whole_documents_in_order(shared_data):
-    ds = load_summeval(shared_data / "summeval" / "summeval.json").first_groups(3)
+def test_summeval_limit_keeps_whole_documents_in_order(sample_data):
+    ds = load_summeval(sample_data / "summeval" / "summeval.json").first_groups(3)
     assert len(ds) == 48
-    assert list(dict.fromkeys(ds.groups)) == list(dict.fromkeys(load_summeval(shared_data / "summeval" / "summeval.json").groups))[:3]
+    assert list(dict.fromkeys(ds.groups)) == list(dict.fromkeys(load_summeval(sample_data / "summeval" / "summeval.json").groups))[:3]
     with pytest.raises(ValueError, match="limit=0"):
         ds.first_groups(0)
 

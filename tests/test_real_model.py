@@ -26,6 +26,12 @@ def summeval_docs(shared_data):
     return rows[:160]
 
 
+@pytest.fixture(scope="module")
+def summeval_sample(sample_data):
+    """The first SummEval records (the same as summeval_docs starts with), from the test fixtures."""
+    return json.loads((sample_data / "summeval" / "summeval.json").read_text())
+
+
 def test_bos_once_and_gemma_digit_tokens(gemma_backend):
     tok = gemma_backend.tokenizer
     ids = gemma_backend.encode("Hello")
@@ -45,9 +51,9 @@ def test_gptscore_separates_good_from_damaged_summaries(gemma_backend, summeval_
     assert wins == 10, scores
 
 
-def test_geval_on_real_model_is_a_valid_distribution_and_the_slot_space_matters(gemma_backend, summeval_docs):
+def test_geval_on_real_model_is_a_valid_distribution_and_the_slot_space_matters(gemma_backend, summeval_sample):
     aspect = load_aspects("summeval").get("coherence")
-    items = [Item(r["system_output"], r["source"]) for r in summeval_docs[:4]]
+    items = [Item(r["system_output"], r["source"]) for r in summeval_sample[:4]]
     scores = GEval().score(gemma_backend, aspect, items)
     for s in scores:
         assert 1.0 <= s.value <= 5.0
@@ -59,10 +65,10 @@ def test_geval_on_real_model_is_a_valid_distribution_and_the_slot_space_matters(
     assert sum(math.exp(x) for x in no_space.logprobs) < 0.05 < scores[0].details["mass"]
 
 
-def test_cli_score_end_to_end(tmp_path, summeval_docs):
+def test_cli_score_end_to_end(tmp_path, summeval_sample):
     src = tmp_path / "in.jsonl"
     with src.open("w") as fh:
-        for r in summeval_docs[:3]:
+        for r in summeval_sample[:3]:
             fh.write(json.dumps({"id": r["system_id"], "source": r["source"], "output": r["system_output"]}) + "\n")
     fh = tmp_path / "out.jsonl"
     proc = subprocess.run(
@@ -72,7 +78,7 @@ def test_cli_score_end_to_end(tmp_path, summeval_docs):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = [json.loads(line) for line in fh.read_text().splitlines()]
-    assert [o["id"] for o in out] == [r["system_id"] for r in summeval_docs[:3]]
+    assert [o["id"] for o in out] == [r["system_id"] for r in summeval_sample[:3]]
     for o in out:
         assert set(o["scores"]) == {"gptscore/coherence", "gptscore/fluency", "geval/coherence", "geval/fluency"}
         assert o["scores"]["gptscore/coherence"] < 0 and 1 <= o["scores"]["geval/fluency"] <= 5

@@ -250,7 +250,7 @@ def test_grpo_trains_with_the_judge_and_leaves_failed_rows_out_of_the_baseline(t
     assert tables and "coherence (gptscore)" in json.loads(tables[0].read_text())["columns"]
 
 
-def test_grpo_with_the_correlation_probe_callback(tmp_path, wandb_offline, shared_data):
+def test_grpo_with_the_correlation_probe_callback(tmp_path, wandb_offline, sample_data):
     from trl import GRPOConfig, GRPOTrainer
 
     from judge_reward.metaeval import load_summeval
@@ -259,7 +259,7 @@ def test_grpo_with_the_correlation_probe_callback(tmp_path, wandb_offline, share
     model, tok = policy_and_tokenizer()
     judge = tiny_judge()
     # 16 human-rated SummEval summaries of one article (sources cut short: the tiny judge reads characters)
-    probe = load_summeval(shared_data / "summeval" / "summeval.json").first_groups(1)
+    probe = load_summeval(sample_data / "summeval" / "summeval.json").first_groups(1)
     for r in probe.records:
         object.__setattr__(r, "item", Item(r.item.output[:200], r.item.source[:300], r.item.reference, r.item.id))
     args = GRPOConfig(

@@ -14,14 +14,15 @@ from tiny_models import make_backend
 from typer.testing import CliRunner
 
 from judge_reward import ConfigError, Judge, JudgeConfig
-from judge_reward.cli import app
+from judge_reward.aspects import CONFIG_DIR
+from judge_reward_cli import app
 from trainers.run import TrainRunConfig, load_prompts, run_training
 
 trl = pytest.importorskip("trl")
 pytestmark = pytest.mark.skipif(not trl.__version__.startswith("1.16"), reason="pinned to TRL 1.16")
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted((ROOT / "configs" / "train").glob("*_summarize.yaml"))
+CONFIGS = sorted((CONFIG_DIR / "train").glob("*_summarize.yaml"))
 
 
 def tiny_judge(*_args, **_kwargs):
@@ -29,9 +30,15 @@ def tiny_judge(*_args, **_kwargs):
                  backend=make_backend("char"))
 
 
-def small(config_path: Path, shared_data: Path, tmp_path: Path) -> dict:
+@pytest.fixture(autouse=True)
+def data_folder(sample_data, monkeypatch):
+    """The shipped configs name summeval/summeval.json under the data folder: the test sample here."""
+    monkeypatch.setenv("JUDGE_REWARD_DATA", str(sample_data))
+
+
+def small(config_path: Path, sample_data: Path, tmp_path: Path) -> dict:
     raw = yaml.safe_load(config_path.read_text())
-    raw["data"]["summeval"] = str(shared_data / "summeval" / "summeval.json")
+    raw["data"]["summeval"] = str(sample_data / "summeval" / "summeval.json")
     raw["data"].update(num_prompts=2, max_source_words=30)  # the tiny judge reads characters
     raw["training"].update(max_steps=2, output_dir=str(tmp_path / "run"))
     raw["policy"].update(vocab_size=300, hidden_size=32)
@@ -44,21 +51,21 @@ def test_shipped_configs_parse(path):
     assert cfg.trainer in path.stem and cfg.data.summeval.endswith("summeval.json")
 
 
-def test_prompts_come_from_summeval_articles(shared_data):
-    cfg = TrainRunConfig.from_dict({"data": {"summeval": str(shared_data / "summeval" / "summeval.json"),
+def test_prompts_come_from_summeval_articles(sample_data):
+    cfg = TrainRunConfig.from_dict({"data": {"summeval": str(sample_data / "summeval" / "summeval.json"),
                                              "num_prompts": 3, "max_source_words": 12}})
     rows = load_prompts(cfg.data)
-    records = json.loads((shared_data / "summeval" / "summeval.json").read_text())
+    records = json.loads((sample_data / "summeval" / "summeval.json").read_text())
     assert len(rows) == 3 and len({r["source"] for r in rows}) == 3  # one per article, not per summary
     assert rows[0]["source"] == " ".join(records[0]["source"].split()[:12])
     assert rows[0]["source"] in rows[0]["prompt"] and rows[0]["reference"] == records[0]["reference"]
 
 
 @pytest.mark.parametrize("trainer", ["grpo", "online_dpo"])
-def test_run_training_end_to_end_with_the_tiny_judge(trainer, shared_data, tmp_path, monkeypatch):
+def test_run_training_end_to_end_with_the_tiny_judge(trainer, sample_data, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_SILENT", "true")
-    raw = small(ROOT / "configs" / "train" / f"{trainer}_summarize.yaml", shared_data, tmp_path)
+    raw = small(CONFIG_DIR / "train" / f"{trainer}_summarize.yaml", sample_data, tmp_path)
     summary = run_training(TrainRunConfig.from_dict(raw), judge=tiny_judge())
     import wandb
 
@@ -80,7 +87,7 @@ def test_run_training_end_to_end_with_the_tiny_judge(trainer, shared_data, tmp_p
     ({"wandb": {"mode": "cloud"}}, r"wandb.mode: unknown value 'cloud'"),
 ])
 def test_bad_train_configs_name_the_field_and_value(change, message, tmp_path):
-    raw = yaml.safe_load((ROOT / "configs" / "train" / "grpo_summarize.yaml").read_text())
+    raw = yaml.safe_load((CONFIG_DIR / "train" / "grpo_summarize.yaml").read_text())
     for key, value in change.items():
         if isinstance(value, dict) and isinstance(raw.get(key), dict):
             raw[key] = {**raw[key], **value}
@@ -95,7 +102,7 @@ def test_bad_train_configs_name_the_field_and_value(change, message, tmp_path):
 
 
 def test_train_command_rejects_a_config_for_another_trainer():
-    grpo = str(ROOT / "configs" / "train" / "grpo_summarize.yaml")
+    grpo = str(CONFIG_DIR / "train" / "grpo_summarize.yaml")
     result = CliRunner().invoke(app, ["train", "online-dpo", "--config", grpo])
     assert result.exit_code == 2 and "trainer: the command says 'online-dpo'" in result.output
     result = CliRunner().invoke(app, ["train", "nope", "--config", grpo])
@@ -127,10 +134,10 @@ def test_label_pairs_command_writes_a_dpo_dataset(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_train_grpo_command_with_the_embedded_judge(tmp_path, monkeypatch, shared_data):
+def test_train_grpo_command_with_the_embedded_judge(tmp_path, monkeypatch, sample_data):
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    raw = yaml.safe_load((ROOT / "configs" / "train" / "grpo_summarize.yaml").read_text())
-    raw["data"]["summeval"] = str(shared_data / "summeval" / "summeval.json")
+    raw = yaml.safe_load((CONFIG_DIR / "train" / "grpo_summarize.yaml").read_text())
+    raw["data"]["summeval"] = str(sample_data / "summeval" / "summeval.json")  # its 4 prompts: the first 4 articles
     path = tmp_path / "grpo.yaml"
     path.write_text(yaml.safe_dump(raw))
     result = CliRunner().invoke(app, ["train", "grpo", "--config", str(path), "--max-steps", "1",
@@ -165,3 +172,30 @@ def test_label_pairs_can_sample_the_candidates_from_a_policy(tmp_path, monkeypat
     pairs = load_from_disk(str(out))
     assert 1 <= len(pairs) <= 3 and all(c != r for c, r in zip(pairs["chosen"], pairs["rejected"]))
     assert set(pairs["chosen_index"]) <= {0, 1, 2}
+
+
+def test_completion_samples_print_the_article_on_one_line(capsys):
+    from trl.trainer import grpo_trainer
+
+    from trainers.run import print_completion_samples, readable_completion_samples
+
+    capsys.readouterr()  # what importing TRL printed
+    article = " ".join(f"word{i}" for i in range(300))
+    prompts = [f"Summarize the following news article.\n\nArticle: {article}\n\nSummary:"] * 4
+    completions = ["The council met.", "Cats.", [{"role": "assistant", "content": "A chat reply."}], "x"]
+    rewards = {"judge": [-1.5, -2.0, -3.0, -4.0]}
+    extra = {"coherence (gptscore)": [-1.25, -2.0, None, -4.0]}
+    with readable_completion_samples():
+        assert grpo_trainer.print_prompt_completions_sample is print_completion_samples
+        grpo_trainer.print_prompt_completions_sample(prompts, completions, rewards, [0.5, 0.1, -0.2, -0.4], 3, None, extra)
+    assert grpo_trainer.print_prompt_completions_sample is not print_completion_samples
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "step 3: 4 of 4 completions" and len(out) == 1 + 4 * 3
+    assert out[1].startswith("  [1] prompt:     Summarize the following news article. Article: word0 word1")
+    assert out[1].endswith("(307 words)") and len(out[1]) < 160
+    assert out[2] == "      completion: The council met."
+    assert out[3] == "      judge -1.5 | advantage 0.5 | coherence (gptscore) -1.25"
+    assert out[8] == "      completion: A chat reply." and out[9].endswith("coherence (gptscore) None")
+    print_completion_samples(prompts, completions, rewards, None, 4, 0, extra)
+    print_completion_samples(prompts, completions, rewards, None, 5, 2, extra)
+    assert len(capsys.readouterr().out.splitlines()) == 1 + 2 * 3

@@ -1,4 +1,4 @@
-"""``judge-reward train`` and ``judge-reward label-pairs`` (registered in judge_reward/cli.py).
+"""``judge-reward train`` and ``judge-reward label-pairs`` (registered in the top-level judge_reward_cli.py).
 
 Heavy imports (torch, TRL) happen inside the commands so ``judge-reward --help`` stays fast.
 """
@@ -6,7 +6,6 @@ Heavy imports (torch, TRL) happen inside the commands so ``judge-reward --help``
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -14,40 +13,28 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from judge_reward.cli_errors import UserError, read_text_lines, user_errors
+
 console = Console(stderr=True)
 
 
-def _fail(err: Exception) -> None:
-    console.print(f"[red]error:[/red] {err}")
-    raise typer.Exit(2)
-
-
+@user_errors
 def train_command(
     trainer: str = typer.Argument(..., help="grpo, rloo or online-dpo"),
-    config: Path = typer.Option(..., "--config", "-c", help="training YAML (see configs/train/)"),
+    config: str = typer.Option(..., "--config", "-c", help="training YAML (path or built-in name in judge_reward/configs/train)"),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="override training.max_steps"),
     output_dir: Optional[str] = typer.Option(None, "--output-dir", help="override training.output_dir"),
 ):
     """Train a policy with the judge as its reward (a small real TRL job; W&B offline by default)."""
-    from judge_reward.aspects import ConfigError
-
-    from .run import TrainRunConfig, run_training
-
-    from .run import TRAINERS
+    from .run import TRAINERS, TrainRunConfig, run_training
 
     name = trainer.replace("-", "_")
     if name not in TRAINERS:
-        _fail(ValueError(f"trainer: unknown value {trainer!r}; choose one of {', '.join(t.replace('_', '-') for t in TRAINERS)}"))
-    try:
-        cfg = TrainRunConfig.from_yaml(config, max_steps=max_steps)
-    except ConfigError as err:
-        _fail(err)
+        raise UserError(f"trainer: unknown value {trainer!r}; choose one of {', '.join(t.replace('_', '-') for t in TRAINERS)}")
+    cfg = TrainRunConfig.from_yaml(config, max_steps=max_steps)
     if cfg.trainer != name:  # training arguments differ per trainer, so a mismatch is a mistake
-        _fail(ValueError(f"trainer: the command says {trainer!r} but {config} sets trainer: {cfg.trainer}"))
-    try:
-        summary = run_training(cfg, output_dir=output_dir)
-    except ConfigError as err:
-        _fail(err)
+        raise UserError(f"trainer: the command says {trainer!r} but {config} sets trainer: {cfg.trainer}")
+    summary = run_training(cfg, output_dir=output_dir)
     table = Table(title=f"judge-reward train {trainer}: {summary['steps']} steps")
     table.add_column("what")
     table.add_column("value", justify="right")
@@ -69,22 +56,28 @@ def train_command(
 
 
 def _read_rows(path: Path) -> list[dict]:
-    text = sys.stdin.read() if str(path) == "-" else path.read_text()
+    lines = list(read_text_lines(path))
     if path.suffix == ".json":
-        rows = json.loads(text)
+        try:
+            rows = json.loads("".join(line for _, line in lines))
+        except json.JSONDecodeError as err:
+            raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg} at column {err.colno})") from None
         if not isinstance(rows, list):
-            raise typer.BadParameter(f"{path}: expected a JSON list of rows")
-        return rows
-    rows = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise typer.BadParameter(f"{path}:{n}: not valid JSON ({err.msg})") from None
+            raise UserError(f"{path}: expected a JSON list of rows, got {type(rows).__name__}")
+    else:
+        rows = []
+        for n, line in lines:
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise UserError(f"{path}:{n}: not valid JSON ({err.msg} at column {err.colno})") from None
+    if not rows:
+        raise UserError(f"no rows in {path}")
     return rows
 
 
+@user_errors
 def label_pairs_command(
     input: Path = typer.Argument(..., help="JSONL (or .json list) of rows: prompt, completions (k candidates), source?, reference?"),
     out: Path = typer.Option(..., "--out", "-o", help="where to write the DPO dataset: a .jsonl file or a directory (save_to_disk)"),
@@ -107,23 +100,19 @@ def label_pairs_command(
 ):
     """Label DPO preference pairs with the judge: chosen/rejected by judge score, with a margin."""
     from judge_reward import Judge
-    from judge_reward.aspects import ConfigError
 
     from .pairs import PairLabelConfig, generate_candidates, label_pairs
     from .reward import JudgeRewardConfig
 
     rows = _read_rows(input)[:limit]
-    try:
-        reward = JudgeRewardConfig(aspects=[a.strip() for a in aspects.split(",")] if aspects else None,
-                                   normalise=normalise, source_column=source_column)
-        cfg = PairLabelConfig(
-            prompt_column=prompt_column, completions_column=completions_column, source_column=source_column,
-            human_column=human_column, mode=mode, pairs=pairs, min_margin=min_margin, swap=swap,
-            require_agreement=require_agreement, reward=reward,
-        )
-        judge = Judge.from_config(config)
-    except ConfigError as err:
-        _fail(err)
+    reward = JudgeRewardConfig(aspects=[a.strip() for a in aspects.split(",")] if aspects else None,
+                               normalise=normalise, source_column=source_column)
+    cfg = PairLabelConfig(
+        prompt_column=prompt_column, completions_column=completions_column, source_column=source_column,
+        human_column=human_column, mode=mode, pairs=pairs, min_margin=min_margin, swap=swap,
+        require_agreement=require_agreement, reward=reward,
+    )
+    judge = Judge.from_config(config)
     if generate_model is not None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -133,7 +122,7 @@ def label_pairs_command(
         model = AutoModelForCausalLM.from_pretrained(str(generate_model), local_files_only=True)
         for k, row in enumerate(rows):
             if prompt_column not in row:
-                _fail(ValueError(f"rows[{k}].{prompt_column}: required column is missing"))
+                raise UserError(f"rows[{k}].{prompt_column}: required column is missing")
         generated = generate_candidates(model, tok, [r[prompt_column] for r in rows], n=num_candidates,
                                         max_new_tokens=max_new_tokens)
         for row, cands in zip(rows, generated):
@@ -141,8 +130,8 @@ def label_pairs_command(
     try:
         data, labeler = label_pairs(judge, rows, cfg)
         summary = labeler.summary()
-    except (ValueError, ConfigError) as err:
-        _fail(err)
+    except ValueError as err:
+        raise UserError(str(err)) from None
     if out.suffix == ".jsonl":
         out.parent.mkdir(parents=True, exist_ok=True)
         data.to_json(str(out), lines=True)

@@ -11,7 +11,7 @@ Two ways to judge:
   weights, normalisation); chosen is the best, rejected the worst, if they differ by at least
   ``min_margin`` (in reward units).
 * ``pairwise``: a judge aspect that rates two candidates shown together (``1`` = the first is much
-  better ... ``high`` = the second is much better; see ``configs/train/pairwise_aspects.yaml``).
+  better ... ``high`` = the second is much better; see ``judge_reward/configs/train/pairwise_aspects.yaml``).
   With ``swap`` each pair is judged in both orders and the two preferences are averaged, which
   cancels a constant position bias; ``require_agreement`` also drops pairs whose two orders pick
   different winners. Preferences lie in [-1, 1] and ``min_margin`` applies to them.

@@ -1,4 +1,4 @@
-"""``judge-reward train``: a small, real RL job from one YAML file (see ``configs/train/``).
+"""``judge-reward train``: a small, real RL job from one YAML file (built-ins in ``judge_reward/configs/train/``).
 
 ::
 
@@ -6,27 +6,30 @@
     judge: default                       # judge YAML (path or built-in name), or an inline mapping
     reward: {aspects: [coherence], normalise: unit}       # JudgeRewardConfig
     per_aspect: false                    # one reward function per aspect (then weigh with training.reward_weights)
-    data: {summeval: /work/shared/data/summeval/summeval.json, num_prompts: 4, max_source_words: 120}
+    data: {summeval: summeval/summeval.json, num_prompts: 4, max_source_words: 120}   # under the data folder
     policy: {model: tiny}                # PolicyConfig
     training: {max_steps: 4, num_generations: 4, ...}     # GRPOConfig / RLOOConfig / OnlineDPOConfig fields
     wandb: {mode: offline, project: judge-reward}
     probe: {summeval: ..., docs: 4, every_n_steps: 2}     # optional CorrelationCallback
 
-Every section is validated up front and a bad field is reported by its path and value.
+Every section is validated up front and a bad field is reported by its path and value. Data paths
+resolve as :func:`judge_reward.data.resolve_data_path` does: a path that exists, else a relative one
+under ``$JUDGE_REWARD_DATA`` or ``../shared/data``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from judge_reward.aspects import ConfigError
+from judge_reward.aspects import ConfigError, read_yaml, resolve_config_path
+from judge_reward.data import resolve_data_path
 from judge_reward.judge import build_section, check_known_fields
 
 from .policy import PolicyConfig
@@ -41,7 +44,8 @@ class DataConfig:
     """Prompts: SummEval articles, or a JSONL file with ``prompt`` (and ``source``/``reference``) rows."""
 
     summeval: str | None = None
-    """Path to ``summeval.json``; one prompt per distinct article, in file order."""
+    """Path to ``summeval.json`` (``summeval/summeval.json`` finds it in the data folder); one prompt
+    per distinct article, in file order."""
     jsonl: str | None = None
     """Path to a JSONL file of ``{prompt, source?, reference?}`` rows (instead of ``summeval``)."""
     num_prompts: int = 8
@@ -55,9 +59,8 @@ class DataConfig:
     def __post_init__(self):
         if (self.summeval is None) == (self.jsonl is None):
             raise ConfigError("data: give exactly one of summeval (path) or jsonl (path)")
-        path = self.summeval or self.jsonl
-        if not Path(path).is_file():
-            raise ConfigError(f"data.{'summeval' if self.summeval else 'jsonl'}: no file at {path!r}")
+        key = "summeval" if self.summeval else "jsonl"
+        setattr(self, key, str(resolve_data_path(getattr(self, key), what=f"data.{key}")))
         if not isinstance(self.num_prompts, int) or self.num_prompts < 1:
             raise ConfigError(f"data.num_prompts: expected a positive integer, got {self.num_prompts!r}")
         if self.max_source_words is not None and (not isinstance(self.max_source_words, int) or self.max_source_words < 1):
@@ -71,11 +74,15 @@ class ProbeConfig:
     """A human-rated probe set for :class:`~trainers.callbacks.CorrelationCallback`."""
 
     summeval: str
+    """Path to ``summeval.json``, resolved as ``data.summeval`` is."""
     docs: int = 4
     """First N SummEval documents (16 rated summaries each)."""
     every_n_steps: int = 2
     aspects: list[str] | None = None
     at_train_begin: bool = True
+
+    def __post_init__(self):
+        self.summeval = str(resolve_data_path(self.summeval, what="probe.summeval"))
 
 
 @dataclass
@@ -94,13 +101,8 @@ class TrainRunConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides) -> "TrainRunConfig":
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config: no file at {str(path)!r}")
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML: {err}") from None
+        path = resolve_config_path(path, "train")
+        raw = read_yaml(path) or {}
         return cls.from_dict(raw, str(path), **overrides)
 
     @classmethod
@@ -252,6 +254,56 @@ def build_trainer(config: TrainRunConfig, judge=None, output_dir: str | None = N
     return trainer, rewards, probe_cb
 
 
+def _one_line(entry, limit: int) -> str:
+    """A prompt or completion (text, or chat messages: the last one's content) on one line, cut to ``limit``."""
+    if isinstance(entry, list) and entry and isinstance(entry[-1], dict):
+        entry = entry[-1].get("content", "")
+    text = " ".join(str(entry).split())
+    return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text.split())} words)"
+
+
+def print_completion_samples(prompts, completions, rewards, advantages, step, num_samples=None, extra=None):
+    """Sampled completions of a logging step, a few lines each: the prompt's start, the completion,
+    and the rewards, advantage and judge columns on one line. Same arguments as TRL's
+    ``print_prompt_completions_sample``, whose table squeezed the prompt (the whole article) into a
+    column a few characters wide, one word per line, beside the judge's columns."""
+    extra = extra or {}
+    indices = list(range(len(prompts)))
+    if num_samples is not None:
+        if num_samples <= 0:
+            return
+        if num_samples < len(indices):
+            indices = random.sample(indices, num_samples)
+    lines = [f"step {step}: {len(indices)} of {len(prompts)} completions"]
+    for n, i in enumerate(indices, 1):
+        numbers = [f"{name} {values[i]:.4g}" for name, values in rewards.items()]
+        if advantages is not None:
+            numbers.append(f"advantage {advantages[i]:.3g}")
+        numbers += [f"{name} {values[i]:.4g}" if isinstance(values[i], float) else f"{name} {values[i]}"
+                    for name, values in extra.items()]
+        lines += [f"  [{n}] prompt:     {_one_line(prompts[i], 120)}",
+                  f"      completion: {_one_line(completions[i], 240)}",
+                  f"      {' | '.join(numbers)}"]
+    print("\n".join(lines), flush=True)
+
+
+@contextmanager
+def readable_completion_samples():
+    """While a GRPO or RLOO run trains, ``log_completions`` prints with :func:`print_completion_samples`
+    (the completions still go to ``output_dir/completions/*.parquet`` and W&B as TRL writes them)."""
+    from trl.trainer import grpo_trainer, rloo_trainer
+
+    modules = [m for m in (grpo_trainer, rloo_trainer) if hasattr(m, "print_prompt_completions_sample")]
+    saved = [m.print_prompt_completions_sample for m in modules]
+    for m in modules:
+        m.print_prompt_completions_sample = print_completion_samples
+    try:
+        yield
+    finally:
+        for m, original in zip(modules, saved):
+            m.print_prompt_completions_sample = original
+
+
 def run_training(config: TrainRunConfig, output_dir: str | None = None, judge=None) -> dict:
     """Train, then return a summary: runtime, final logged metrics, judge stats, W&B check."""
     mode = config.wandb.get("mode", "offline")
@@ -266,7 +318,8 @@ def run_training(config: TrainRunConfig, output_dir: str | None = None, judge=No
     start = time.perf_counter()
     trainer, rewards, _ = build_trainer(config, judge=judge, output_dir=output_dir)
     built = time.perf_counter()
-    trainer.train()
+    with readable_completion_samples():
+        trainer.train()
     trained = time.perf_counter()
     summary: dict[str, Any] = {
         "trainer": config.trainer,

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 import typer
 
+from ..cli_errors import user_errors
 from .config import ServiceConfig
 
 log = logging.getLogger(__name__)
@@ -133,8 +134,9 @@ def serve(judge_config: Any = "default", config: ServiceConfig | None = None, ju
     return 1 if failed.is_set() else 0
 
 
+@user_errors
 def serve_command(
-    config: str = typer.Option("default", "--config", "-c", help="judge YAML (path or built-in name in configs/judges)"),
+    config: str = typer.Option("default", "--config", "-c", help="judge YAML (path or built-in name in judge_reward/configs/judges)"),
     host: str = typer.Option("127.0.0.1", help="interface to bind (loopback by default)"),
     port: int = typer.Option(8080, help="TCP port"),
     max_batch_size: int = typer.Option(64, help="items per judge call; concurrent requests are merged up to this"),
@@ -156,30 +158,25 @@ def serve_command(
     log_level: str = typer.Option("info", help="uvicorn log level"),
 ):
     """Serve the judge over HTTP: OpenRLHF's /get_reward, /v1/score, /health, /ready, /metrics."""
-    from ..aspects import ConfigError, load_aspects
     from ..judge import JudgeConfig
 
-    try:
-        cfg = JudgeConfig.from_yaml(config)
-        if aspects:
-            cfg.aspects = [a.strip() for a in aspects.split(",") if a.strip()]
-        if method:
-            cfg.method = method
-            cfg.__post_init__()  # validates the method name
-        load_aspects(cfg.aspects_file).select(cfg.aspects)  # unknown aspects fail here, not after loading
-        if cfg.backend.get("kind", "hf") == "hf":
-            cfg.backend.update({k: v for k, v in {"model": model, "device": device}.items() if v is not None})
-        elif model:
-            cfg.backend["model"] = model
-        service = ServiceConfig(
-            host=host, port=port, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
-            max_queue_items=max_queue_items, max_request_items=max_request_items,
-            max_body_bytes=int(max_body_mb * 1024 * 1024), token=token, failure_reward=failure_reward,
-            graceful_timeout_s=graceful_timeout, log_level=log_level, torch_threads=torch_threads,
-            keep_alive_s=keep_alive,
-        )
-    except ConfigError as err:
-        raise typer.BadParameter(str(err)) from None
+    cfg = JudgeConfig.from_yaml(config)
+    if aspects:
+        cfg.aspects = [a.strip() for a in aspects.split(",") if a.strip()]
+    if method:
+        cfg.method = method
+    if cfg.backend.get("kind", "hf") == "hf":
+        cfg.backend.update({k: v for k, v in {"model": model, "device": device}.items() if v is not None})
+    elif model:
+        cfg.backend["model"] = model
+    cfg.validate()  # unknown aspects, methods and fields fail here, not after the model loads
+    service = ServiceConfig(
+        host=host, port=port, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
+        max_queue_items=max_queue_items, max_request_items=max_request_items,
+        max_body_bytes=int(max_body_mb * 1024 * 1024), token=token, failure_reward=failure_reward,
+        graceful_timeout_s=graceful_timeout, log_level=log_level, torch_threads=torch_threads,
+        keep_alive_s=keep_alive,
+    )
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     code = serve(cfg, service)
     raise typer.Exit(code)

@@ -1,0 +1,82 @@
+"""How the ``judge-reward`` commands report a user's mistake.
+
+A mistake (a bad config field, an unknown aspect or method, a missing or malformed input file) is
+printed as one line on stderr, ``error: <file>:<line>: <field>: <value> ...``, and the command exits
+with status 2, without a traceback; ``judge-reward --debug <command> ...`` shows the traceback.
+Commands raise :class:`UserError` (or :class:`~judge_reward.aspects.ConfigError`) and are wrapped
+in :func:`user_errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+
+import typer
+
+from .aspects import ConfigError
+
+EXIT_USAGE = 2
+
+
+class UserError(ValueError):
+    """A mistake in what the user gave a command; the message names the file, line, field and value."""
+
+
+_debug = False  # set by the app's callback just before its command runs; the command takes it
+
+
+def debug_option(
+    debug: bool = typer.Option(False, "--debug", help="show the full traceback of an error"),
+) -> None:
+    """The top-level app's callback: ``--debug`` is handed to the command that runs next."""
+    global _debug
+    _debug = debug
+
+
+def fail(message: object) -> None:
+    """Print ``error: <message>`` on stderr and exit with status 2."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def user_errors(command):
+    """Wrap a command so a :class:`UserError` or :class:`ConfigError` ends it with one line and exit 2."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        global _debug
+        debug, _debug = _debug, False
+        try:
+            return command(*args, **kwargs)
+        except (UserError, ConfigError) as err:
+            if debug:
+                raise
+            fail(err)
+
+    return run
+
+
+def read_text_lines(path, what: str = "input"):
+    """``(line number, text)`` of a UTF-8 text file (``-``: stdin), with mistakes as :class:`UserError`:
+    a missing file, a folder, or bytes that are not UTF-8 (named by line and column)."""
+    if str(path) == "-":
+        fh = contextlib.nullcontext(sys.stdin.buffer)
+    else:
+        try:
+            fh = open(path, "rb")
+        except FileNotFoundError:
+            raise UserError(f"{path}: no such {what} file") from None
+        except IsADirectoryError:
+            raise UserError(f"{path}: is a folder, not a {what} file") from None
+        except PermissionError:
+            raise UserError(f"{path}: permission denied") from None
+    with fh as lines:
+        for n, raw in enumerate(lines, 1):
+            try:
+                yield n, raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise UserError(
+                    f"{path}:{n}: not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1})"
+                ) from None

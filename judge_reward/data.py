@@ -1,0 +1,70 @@
+"""Where the benchmark data lives: one rule for every command, config, benchmark and test.
+
+Nothing with human ratings ships with the package (see the README). A data path resolves, in order:
+
+1. an explicit value (a command-line option or a config field), used as given when it exists; a
+   relative value that does not exist is then looked up under each data root below, so a config
+   can say ``summeval/summeval.json``;
+2. ``$JUDGE_REWARD_DATA`` (the data folder);
+3. ``../shared/data`` relative to the current directory;
+4. ``../shared/data`` beside the repository checkout this package was imported from.
+
+When nothing matches, :class:`DataNotFoundError` lists every path that was tried.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .aspects import ConfigError
+
+ENV = "JUDGE_REWARD_DATA"
+CHECKOUT = Path(__file__).resolve().parents[1]
+"""The folder holding this package: a repository checkout when it has a ``pyproject.toml``."""
+
+
+class DataNotFoundError(ConfigError):
+    """No data at any of the places tried; the message lists them, ``tried`` holds them."""
+
+    def __init__(self, message: str, tried: list[Path]):
+        super().__init__(message)
+        self.tried = tried
+
+
+def data_roots() -> list[Path]:
+    """The data folders to look in, in order (``$JUDGE_REWARD_DATA``, then the ``../shared/data`` folders)."""
+    roots = []
+    if os.environ.get(ENV):
+        roots.append(Path(os.environ[ENV]).expanduser())
+    roots.append(Path.cwd().parent / "shared" / "data")
+    if (CHECKOUT / "pyproject.toml").is_file():  # a source checkout, not an installed package
+        roots.append(CHECKOUT.parent / "shared" / "data")
+    unique: dict[Path, Path] = {}
+    for root in roots:
+        unique.setdefault(root.resolve(), root)
+    return list(unique.values())
+
+
+def resolve_data_path(explicit: str | Path | None = None, *parts: str, what: str = "data") -> Path:
+    """The first of: ``explicit`` as given, ``<root>/<explicit>`` for a relative ``explicit``, or
+    ``<root>/<parts...>`` without one, over :func:`data_roots`. ``what`` names the option or field in
+    the error, which lists every path tried."""
+    tried: list[Path] = []
+    if explicit is not None and str(explicit) != "":
+        given = Path(explicit).expanduser()
+        if given.exists():
+            return given
+        tried.append(given)
+        if given.is_absolute():
+            raise DataNotFoundError(f"{what}: no file at {str(given)!r}", tried)
+        parts = given.parts
+    for root in data_roots():
+        candidate = root.joinpath(*parts)
+        if candidate.exists():
+            return candidate
+        tried.append(candidate)
+    hint = f"set {ENV} to the data folder" if not os.environ.get(ENV) else f"{ENV}={os.environ[ENV]} has no such entry"
+    first, rest = tried[0], tried[1:]
+    also = f"; also tried {', '.join(repr(str(p)) for p in rest)}" if rest else ""
+    raise DataNotFoundError(f"{what}: no file at {str(first)!r}{also} ({hint}, or pass a path)", tried)

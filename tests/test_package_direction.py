@@ -1,0 +1,46 @@
+"""The engine (judge_reward) imports none of its consumers (trainers, bias_audit), and the runtime does
+not import the fault-injecting OpenAI server unless asked. Checked in fresh interpreters."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROBE = """
+import importlib, json, pkgutil, sys
+import judge_reward
+skip = {"judge_reward.testing.fake_openai", "judge_reward.testing.servers"}
+names = sorted(m.name for m in pkgutil.walk_packages(judge_reward.__path__, "judge_reward.") if m.name not in skip)
+for name in names:
+    importlib.import_module(name)
+from judge_reward.backends.openai_compat import OpenAIBackend, OpenAIBackendConfig
+from judge_reward.cli import app
+from typer.testing import CliRunner
+for args in (["--help"], ["score", "--help"], ["serve", "--help"], ["meta-eval", "--help"]):
+    assert CliRunner().invoke(app, args).exit_code == 0, args
+print(json.dumps({"modules": names, "loaded": sorted(sys.modules)}))
+"""
+
+
+def _run(code: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_engine_imports_no_consumer_and_no_fake_server():
+    result = _run(PROBE)
+    assert "judge_reward.cli" in result["modules"] and "judge_reward.service.app" in result["modules"]
+    loaded = result["loaded"]
+    assert not [m for m in loaded if m.split(".")[0] in ("trainers", "bias_audit", "judge_reward_cli")], loaded
+    assert "judge_reward.testing.fake_openai" not in loaded
+
+
+def test_the_console_command_has_every_command():
+    code = ("import json, sys\nfrom judge_reward_cli import app\nfrom typer.main import get_command\n"
+            "print(json.dumps({'commands': sorted(get_command(app).commands), 'loaded': sorted(sys.modules)}))")
+    result = _run(code)
+    assert result["commands"] == sorted(["score", "steps", "meta-eval", "serve", "train", "label-pairs", "audit"])
+    assert "judge_reward.testing.fake_openai" not in result["loaded"]
