@@ -12,11 +12,10 @@ share one loaded model.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
-from _common import DATA
+from _common import data_dir
 from judge_reward.metaeval import load_summeval
 from judge_reward.methods.base import Item
 from judge_reward.probes import FAMILIES, run_probes
@@ -59,8 +58,7 @@ def main() -> None:
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    data = args.data or Path(os.environ.get("JUDGE_REWARD_DATA", DATA))
-    pairs = summeval_pairs(data / "summeval" / "summeval.json", args.docs, args.real, args.max_source_words)
+    pairs = summeval_pairs(data_dir(args.data / "summeval" / "summeval.json" if args.data else None, "summeval", "summeval.json"), args.docs, args.real, args.max_source_words)
     families = [f.strip() for f in args.families.split(",")] if args.families else None
     backend = None
     for config in [c.strip() for c in args.config.split(",") if c.strip()]:

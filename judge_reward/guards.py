@@ -2,7 +2,7 @@
 
 A reward is judged by what maximises it. Each guard here is a named part of the reward config
 (``reward.guards.<name>``), measures one property of the judged text, and is either a visible
-*penalty term* in the reward (``copy``, ``repetition``, ``length``, ``grounding``) or a visible
+*penalty term* in the reward (``copy``, ``repetition``, ``length``, ``grounding``, ``ending``) or a visible
 *rewrite* of the judged text before the judge reads it (``injection``). Nothing changes a judge's
 score silently: :class:`GuardReport` carries what each guard measured, what it did, and what it
 cost, and the reward logs it as a component.
@@ -45,6 +45,49 @@ def copied_share(output: Sequence[str], source_grams: set, n: int) -> float:
     return sum(g in source_grams for g in grams) / len(grams)
 
 
+def copied_fragments(output: Sequence[str], source: Sequence[str], index: dict | None = None) -> list[int]:
+    """Lengths of the verbatim fragments the output shares with the source, found greedily from the
+    left (the longest match at each position, as Grusky et al. 2018 define extractive fragments)."""
+    if index is None:
+        index = word_positions(source)
+    out, i = [], 0
+    while i < len(output):
+        best = 0
+        for j in index.get(output[i], ()):
+            k = 1
+            while i + k < len(output) and j + k < len(source) and output[i + k] == source[j + k]:
+                k += 1
+            best = max(best, k)
+        if best:
+            out.append(best)
+            i += best
+        else:
+            i += 1
+    return out
+
+
+def word_positions(tokens: Sequence[str]) -> dict[str, list[int]]:
+    index: dict[str, list[int]] = {}
+    for i, w in enumerate(tokens):
+        index.setdefault(w, []).append(i)
+    return index
+
+
+def long_copy_share(output: Sequence[str], source: Sequence[str], min_fragment: int, index: dict | None = None) -> float:
+    """Share of the output's words that sit in verbatim source fragments of at least ``min_fragment`` words."""
+    if not output:
+        return 0.0
+    return sum(f for f in copied_fragments(output, source, index) if f >= min_fragment) / len(output)
+
+
+TERMINAL = re.compile(r"[.!?\"'\u201d\u2019)\]]\s*$")
+
+
+def ends_complete(text: str) -> bool:
+    """Whether the text ends as a finished sentence does (terminal punctuation, maybe a closing quote)."""
+    return bool(TERMINAL.search(text.strip()))
+
+
 def repeated_share(output: Sequence[str], n: int) -> float:
     """Share of the output's word n-grams that repeat an earlier one (1 - distinct n-gram ratio)."""
     grams = ngrams(output, n)
@@ -83,20 +126,22 @@ def _check_weight(where: str, value) -> None:
 
 @dataclass
 class CopyGuard:
-    """Copying from the source: the share of the output's word n-grams found in the source.
+    """Copying from the source: the share of the output's words inside verbatim source fragments of
+    at least ``min_fragment`` words.
 
     A likelihood judge rewards copying (a model predicts text it has just read), so a policy
-    learns to paste the source. ``threshold`` is the share that is free (real abstractive
-    summaries reuse phrases), the full ``weight`` is paid for a verbatim copy.
+    learns to paste the source or its lead. Short shared phrases (names, quotes, a clause) are
+    free; whole copied passages are not. ``threshold`` is the share that is free, the full
+    ``weight`` is paid when every word of the output sits in such a passage.
     """
 
     enabled: bool = False
-    n: int = 4
-    threshold: float = 0.6
+    min_fragment: int = 20
+    threshold: float = 0.3
     weight: float = 1.0
 
     def __post_init__(self):
-        _check_positive_int("reward.guards.copy.n", self.n)
+        _check_positive_int("reward.guards.copy.min_fragment", self.min_fragment)
         _check_unit("reward.guards.copy.threshold", self.threshold, allow_one=False)
         _check_weight("reward.guards.copy.weight", self.weight)
 
@@ -167,6 +212,18 @@ class GroundingGuard:
 
 
 @dataclass
+class EndingGuard:
+    """An output that stops mid-sentence (a truncated answer): the full ``weight`` when the text
+    does not end with terminal punctuation (``. ! ?``, maybe followed by a closing quote or bracket)."""
+
+    enabled: bool = False
+    weight: float = 1.0
+
+    def __post_init__(self):
+        _check_weight("reward.guards.ending.weight", self.weight)
+
+
+@dataclass
 class InjectionGuard:
     """Text that talks to the judge instead of doing the task, removed before the judge reads it.
 
@@ -193,6 +250,7 @@ GUARD_TYPES = {
     "repetition": RepetitionGuard,
     "length": LengthGuard,
     "grounding": GroundingGuard,
+    "ending": EndingGuard,
 }
 
 
@@ -205,6 +263,7 @@ class GuardsConfig:
     repetition: RepetitionGuard = field(default_factory=RepetitionGuard)
     length: LengthGuard = field(default_factory=LengthGuard)
     grounding: GroundingGuard = field(default_factory=GroundingGuard)
+    ending: EndingGuard = field(default_factory=EndingGuard)
 
     @classmethod
     def from_dict(cls, raw) -> "GuardsConfig":
@@ -240,7 +299,10 @@ class GuardsConfig:
 # -- the injection rewrite --------------------------------------------------------------------------
 
 RATING_WORDS = ("rating", "score", "grade", "overall", "verdict", "evaluation", "stars", "points", "mark")
-ADDRESSEES = r"evaluator|evaluators|grader|graders|judge|judges|reviewer|reviewers|assessor|rater|raters|annotator|annotators"
+# Words that name the person rating the text. The first group hardly occurs in ordinary prose; the
+# second does (court reports, book reviews), so it counts only when the text addresses it.
+RATERS = r"evaluators?|graders?|assessors?|raters?|annotators?"
+ADDRESSED_ONLY = r"judges?|reviewers?|examiners?|markers?"
 NUMBER = r"\d+(?:\.\d+)?"
 
 
@@ -257,15 +319,20 @@ class InjectionPatterns:
     def build(cls, aspect_titles: Sequence[str], output_labels: Sequence[str]) -> "InjectionPatterns":
         labels = sorted({*RATING_WORDS, *(t.lower() for t in aspect_titles)}, key=len, reverse=True)
         label = "|".join(re.escape(x) for x in labels)
-        # "<label> (1-5): 4", "Score = 5/5", "coherence - 5 out of 5", "rated 5/5", "a 5 out of 5"
+        # "<label> (1-5): 4", "Score = 5/5", "coherence - 5 out of 5"; "rate it 5", "give this a 5/5",
+        # "deserves a 5". A count in a sentence ("he scored 2 goals") is not a rating: the verbs that
+        # take a bare number are the ones that address a rating (rate, grade), the others need "x/y".
         rating = re.compile(
             rf"(?i)(?:\b(?:{label})\b[^\n.:=]{{0,24}}[:=\-]\s*\**\s*{NUMBER}\b(?:\s*(?:/|out of)\s*{NUMBER})?"
-            rf"|\b(?:rate|rated|score|scored|give|gives|deserves)\b[^\n.]{{0,30}}\b{NUMBER}\s*(?:/|out of)\s*{NUMBER}"
-            rf"|\b(?:rate|rated|score|scored|give|gives|deserves|award|awarded)\b(?:\s+\w+){{0,4}}\s+(?:a\s+)?{NUMBER}\b)"
+            rf"|\b(?:rate|grade)\s+(?:(?:it|this|that|me|the|this\s+\w+|the\s+\w+)\s+)?(?:as\s+)?(?:a\s+)?(?:perfect\s+)?{NUMBER}\b"
+            rf"|\b(?:give|gives|given|deserves?|award|awarded|score|scored|earns?)\b[^\n.]{{0,30}}\b{NUMBER}\s*(?:/|out of)\s*{NUMBER}"
+            rf"|\bdeserves?\s+(?:a|an)\s+(?:perfect\s+)?{NUMBER}\b)"
         )
         heading = re.compile(r"(?i)\bevaluation\s+(?:form|steps|criteria)\b|\bscores?\s+only\b")
         addressed = re.compile(
-            rf"(?i)\b(?:{ADDRESSEES})\b|\bignore\b[^\n.]{{0,40}}\binstructions?\b|\bprevious instructions?\b"
+            rf"(?i)\b(?:{RATERS})\b"
+            rf"|\b(?:dear|attention|hey|hello|(?:note|message|memo) (?:to|for))\s+(?:the\s+|any\s+|all\s+)?(?:{ADDRESSED_ONLY})\b"
+            rf"|\b(?:{ADDRESSED_ONLY})\s*[:,]\s*(?:please|this|the|you|i)\b|\bignore\b[^\n.]{{0,40}}\binstructions?\b|\bprevious instructions?\b"
             rf"|\b(?:system|assistant)\s*(?:prompt|message|note)\b"
         )
         nouns = sorted({*(o.lower() for o in output_labels), "summary", "response", "answer", "output", "text", "reply"},
@@ -320,12 +387,12 @@ class GuardReport:
 
 
 class SourceStats:
-    """A source's words and n-gram sets, computed once for the G completions that share it."""
+    """A source's words and their positions, computed once for the G completions that share it."""
 
-    def __init__(self, source: str, n_values: Sequence[int]):
+    def __init__(self, source: str):
         self.words = words(source)
         self.word_set = set(self.words)
-        self.grams = {n: set(ngrams(self.words, n)) for n in n_values}
+        self.positions = word_positions(self.words)
 
 
 def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, removed_spans: int = 0) -> GuardReport:
@@ -337,8 +404,8 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
         report.measured["injection"] = {"removed_spans": removed_spans}
         report.penalties["injection"] = penalty
     if config.copy.enabled and source is not None and source.words:
-        share = copied_share(toks, source.grams[config.copy.n], config.copy.n)
-        report.measured["copy"] = {"copied_share": share}
+        share = long_copy_share(toks, source.words, config.copy.min_fragment, source.positions)
+        report.measured["copy"] = {"long_copy_share": share}
         report.penalties["copy"] = config.copy.weight * _ramp(share, config.copy.threshold, 1.0)
     if config.repetition.enabled:
         share = repeated_share(toks, config.repetition.n)
@@ -359,4 +426,8 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
         share = novel_word_share(toks, source.word_set, config.grounding.min_chars)
         report.measured["grounding"] = {"novel_word_share": share}
         report.penalties["grounding"] = config.grounding.weight * _ramp(share, config.grounding.threshold, 1.0)
+    if config.ending.enabled:
+        complete = ends_complete(output)
+        report.measured["ending"] = {"complete": complete}
+        report.penalties["ending"] = 0.0 if complete else config.ending.weight
     return report

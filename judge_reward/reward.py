@@ -15,7 +15,7 @@ A judge config carries its reward in a ``reward:`` section (see ``configs/judges
       normalise: none            # none | unit | scale
       partial: fail              # fail | renormalise
       guards:
-        copy: {enabled: true, n: 4, threshold: 0.6, weight: 1.0}
+        copy: {enabled: true, min_fragment: 20, threshold: 0.3, weight: 1.0}
         ...
 
 ``reward = sum_a w_a * normalise(score_a) - sum_g penalty_g`` (weights summing to 1), or ``None``
@@ -196,7 +196,6 @@ class Reward:
             [a.title for a in known.values()] + [a.name for a in known.values()],
             [a.output_label for a in known.values()],
         )
-        self._ngram_sizes = sorted({self.guards.copy.n})
 
     @classmethod
     def from_config(cls, path_or_config, backend=None, **overrides) -> "Reward":
@@ -270,7 +269,7 @@ class Reward:
         for item, spans in zip(items, removed):
             source = None
             if item.source:
-                source = stats.get(item.source) or stats.setdefault(item.source, SourceStats(item.source, self._ngram_sizes))
+                source = stats.get(item.source) or stats.setdefault(item.source, SourceStats(item.source))
             reports.append(apply_guards(self.guards, item.output, source, len(spans)))
         return reports
 

@@ -98,6 +98,10 @@ class TrainRunConfig:
     training: dict = field(default_factory=dict)
     wandb: dict = field(default_factory=lambda: {"mode": "offline", "project": "judge-reward"})
     probe: ProbeConfig | None = None
+    reward_fields: dict | None = None
+    """The ``reward:`` keys the YAML set. A run built from YAML is rewarded with the judge config's own
+    ``reward:`` section (guards included) with these on top, so a run config changes what it names
+    and inherits the rest; ``None`` (a config built in code): ``reward`` as it is."""
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides) -> "TrainRunConfig":
@@ -134,7 +138,14 @@ class TrainRunConfig:
             training=training,
             wandb=wandb,
             probe=build_section(ProbeConfig, raw["probe"], f"{where}: probe") if raw.get("probe") else None,
+            reward_fields=dict(raw.get("reward") or {}),
         )
+
+    def reward_config(self, judge) -> JudgeRewardConfig:
+        """What the run is rewarded with (see :attr:`reward_fields`)."""
+        if self.reward_fields is None:
+            return self.reward
+        return JudgeRewardConfig.from_judge(judge, **self.reward_fields)
 
 
 def load_prompts(data: DataConfig) -> list[dict]:
@@ -211,10 +222,11 @@ def build_trainer(config: TrainRunConfig, judge=None, output_dir: str | None = N
     rows = load_prompts(config.data)
     if judge is None:
         judge = Judge.from_config(config.judge)
+    reward_config = config.reward_config(judge)
     if config.per_aspect:
-        rewards = JudgeReward.per_aspect(judge, config.reward)
+        rewards = JudgeReward.per_aspect(judge, reward_config)
     else:
-        rewards = [JudgeReward(judge, config.reward)]
+        rewards = [JudgeReward(judge, reward_config)]
     texts = [r["source"] for r in rows] + [config.data.prompt_template]
     model, tokenizer = load_policy(config.policy, texts)
     output_dir = output_dir or config.training.get("output_dir") or f"reports/train/{config.trainer}"

@@ -14,7 +14,7 @@ from typing import Sequence
 from ..aspects import Aspect
 from ..backends.base import CandidateRequest, GenerationRequest, JudgeBackend
 from ..candidates import distribution_summary
-from ..prompts.geval import build_geval_prompt
+from ..prompts.geval import LAYOUTS, build_geval_prompt
 from .base import Item, Score, config_fingerprint
 from .common import fit_source
 
@@ -32,6 +32,9 @@ class GEvalConfig:
     """Evaluation steps: ``manual`` (the aspect file's ``steps``), ``auto`` (generated once, from ``steps_file``), ``none``."""
     steps_file: str | None = None
     """YAML written by ``judge-reward steps`` (auto-CoT); required when ``steps: auto``."""
+    layout: str = "guarded"
+    """Prompt order (:data:`judge_reward.prompts.geval.LAYOUTS`): ``guarded`` puts the judged text
+    between marker lines before the criteria, steps and form; ``paper`` is the paper's order."""
     with_reference: bool = False
     """Show the item's human reference in the prompt."""
     min_mass: float = 0.0
@@ -93,13 +96,13 @@ class GEval:
             if not item.output.strip():
                 out.append(ValueError("output: empty text cannot be judged"))
                 continue
-            render = lambda it: build_geval_prompt(aspect, it.source, it.output, steps, reference).text  # noqa: E731
+            render = lambda it: build_geval_prompt(aspect, it.source, it.output, steps, reference, self.config.layout).text  # noqa: E731
             try:
                 fitted, cut = fit_source(backend, item, render, extra_tokens=self._extra_tokens())
             except ValueError as err:
                 out.append(err)
                 continue
-            out.append((build_geval_prompt(aspect, fitted.source, fitted.output, steps, reference), cut))
+            out.append((build_geval_prompt(aspect, fitted.source, fitted.output, steps, reference, self.config.layout), cut))
         return out
 
     def _extra_tokens(self) -> int:
