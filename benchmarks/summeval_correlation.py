@@ -5,6 +5,11 @@ method, then correlates with the expert ratings per document over its 16 summari
 (G-Eval's summary-level procedure). The paper column is GPTScore's GPT2-medium with instruction.
 
     python benchmarks/summeval_correlation.py --docs 20 --methods gptscore,geval
+
+Each method is scored through its config's reward (``judge_reward.reward.Reward``), so the table
+also shows what the guards cost in agreement: ``judge`` correlates the judge's own score of each
+aspect, ``guarded`` that score minus the reward's guard penalties (what a trainer's per-aspect
+reward sees). ``--geval-layout paper`` scores G-Eval with the paper's prompt order instead.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import time
 from _common import summeval
 from judge_reward import Item, Judge, JudgeConfig
 from judge_reward.metaeval.correlation import sample_level
+from judge_reward.reward import Reward
 
 PAPER = {"coherence": 0.392, "consistency": 0.353, "fluency": 0.307, "relevance": 0.283}
 CONFIGS = {"gptscore": "default", "geval": "geval_gemma"}
@@ -24,6 +30,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--docs", type=int, default=20)
     parser.add_argument("--methods", default="gptscore,geval")
+    parser.add_argument("--geval-layout", choices=("guarded", "paper"), default=None,
+                        help="G-Eval prompt order (default: the config's)")
     args = parser.parse_args()
     docs = summeval(args.docs)
     rows = [r for doc in docs for r in doc]
@@ -33,24 +41,32 @@ def main() -> None:
     judge = None
     for method in args.methods.split(","):
         config = JudgeConfig.from_yaml(CONFIGS[method])
+        if method == "geval" and args.geval_layout:
+            config.geval["layout"] = args.geval_layout
         judge = Judge(config, backend=judge.backend if judge else None)  # load the model once
+        reward = Reward(judge)
         start = time.perf_counter()
-        results = judge.score(items)
+        rewarded = reward(items)
         seconds = time.perf_counter() - start
+        human_of = {aspect: [row["scores"][aspect] for row in rows] for aspect in PAPER}
         for aspect in PAPER:
-            metric = [r[aspect].value for r in results]
-            human = [row["scores"][aspect] for row in rows]
-            table[(method, aspect)] = sample_level(metric, human, groups, "spearman")
-        failures = sum(r[a].value is None for r in results for a in PAPER)
-        print(f"{method}: {len(items)} summaries x 4 aspects in {seconds:.0f} s, {failures} failures")
+            judged = [r.scores[aspect].value if aspect in r.scores else None for r in rewarded]
+            guarded = [None if r.components.get(f"aspect/{aspect}") is None else r.components[f"aspect/{aspect}"] - sum(
+                c for k, c in r.components.items() if k.startswith("guard/")) for r in rewarded]
+            table[(method, aspect)] = sample_level(judged, human_of[aspect], groups, "spearman")
+            table[(method + "+guards", aspect)] = sample_level(guarded, human_of[aspect], groups, "spearman")
+        penalised = sum(any(c > 0 for k, c in r.components.items() if k.startswith("guard/")) for r in rewarded)
+        failures = sum(r.value is None for r in rewarded)
+        print(f"{method}: {len(items)} summaries x 4 aspects in {seconds:.0f} s, {failures} failures, "
+              f"{penalised} summaries penalised by a guard ({', '.join(reward.guards.enabled) or 'none on'})")
         if method == "geval":
-            masses = [r[a].details["mass"] for r in results for a in PAPER if r[a].value is not None]
+            masses = [r.scores[a].details["mass"] for r in rewarded for a in PAPER if r.scores[a].value is not None]
             print(f"  G-Eval mean probability mass on the 1-5 scale: {sum(masses) / len(masses):.3f}")
-    methods = args.methods.split(",")
+    methods = [m + suffix for m in args.methods.split(",") for suffix in ("", "+guards")]
     print(f"\nSummary-level Spearman, first {len(docs)} SummEval documents ({judge.backend.model_id})")
-    print(f"{'aspect':<12}" + "".join(f"{m:>10}" for m in methods) + f"{'paper GPT2-med':>16}")
+    print(f"{'aspect':<12}" + "".join(f"{m:>16}" for m in methods) + f"{'paper GPT2-med':>16}")
     for aspect, paper in PAPER.items():
-        print(f"{aspect:<12}" + "".join(f"{table[(m, aspect)]:>10.3f}" for m in methods) + f"{paper:>16.3f}")
+        print(f"{aspect:<12}" + "".join(f"{table[(m, aspect)]:>16.3f}" for m in methods) + f"{paper:>16.3f}")
 
 
 if __name__ == "__main__":
