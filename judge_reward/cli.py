@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .cli_errors import UserError, debug_option, read_text_lines, user_errors
+from .cli_errors import UserError, debug_option, read_json_lines, user_errors
 
 console = Console(stderr=True)
 
@@ -29,13 +29,7 @@ console = Console(stderr=True)
 def _read_jsonl(path: Path) -> list[dict]:
     """The input rows, checked: every mistake names the file, the line, the field and the value."""
     rows = []
-    for n, line in read_text_lines(path):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{path}:{n}: not valid JSON ({err.msg} at column {err.colno})") from None
+    for n, row in read_json_lines(path):
         if not isinstance(row, dict):
             raise UserError(f"{path}:{n}: expected a JSON object with field 'output', got {type(row).__name__}")
         if not isinstance(row.get("output"), str):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import sys
 
 import typer
@@ -80,3 +81,15 @@ def read_text_lines(path, what: str = "input"):
                 raise UserError(
                     f"{path}:{n}: not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1})"
                 ) from None
+
+
+def read_json_lines(path, what: str = "input"):
+    """``(line number, value)`` of each non-blank line of a JSONL file (``-``: stdin); a line that is
+    not JSON is a :class:`UserError` naming the file, line and column."""
+    for n, line in read_text_lines(path, what):
+        if not line.strip():
+            continue
+        try:
+            yield n, json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UserError(f"{path}:{n}: not valid JSON ({err.msg} at column {err.colno})") from None

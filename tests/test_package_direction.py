@@ -44,3 +44,23 @@ def test_the_console_command_has_every_command():
     result = _run(code)
     assert result["commands"] == sorted(["score", "steps", "meta-eval", "serve", "train", "label-pairs", "audit"])
     assert "judge_reward.testing.fake_openai" not in result["loaded"]
+
+
+def test_the_console_command_needs_no_optional_extra():
+    """A base install (no openai, serve, trl, audit or metaeval extra) runs judge-reward."""
+    code = """
+import importlib.abc, json, sys
+EXTRAS = ("httpx", "fastapi", "uvicorn", "prometheus_client", "openai", "trl", "peft", "datasets", "accelerate",
+          "wandb", "matplotlib", "rouge_score")
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in EXTRAS:
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked: an optional extra)")
+sys.meta_path.insert(0, Block())
+from typer.testing import CliRunner
+from judge_reward_cli import app
+codes = [CliRunner().invoke(app, args).exit_code for args in (["--help"], ["score", "--help"], ["serve", "--help"])]
+print(json.dumps({"codes": codes, "loaded": sorted(m for m in sys.modules if m.split(".")[0] in EXTRAS)}))
+"""
+    result = _run(code)
+    assert result == {"codes": [0, 0, 0], "loaded": []}

@@ -21,7 +21,6 @@ from trainers.run import TrainRunConfig, load_prompts, run_training
 trl = pytest.importorskip("trl")
 pytestmark = pytest.mark.skipif(not trl.__version__.startswith("1.16"), reason="pinned to TRL 1.16")
 
-ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((CONFIG_DIR / "train").glob("*_summarize.yaml"))
 
 

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from judge_reward.cli_errors import UserError, read_text_lines, user_errors
+from judge_reward.cli_errors import UserError, read_json_lines, read_text_lines, user_errors
 
 console = Console(stderr=True)
 
@@ -56,22 +56,15 @@ def train_command(
 
 
 def _read_rows(path: Path) -> list[dict]:
-    lines = list(read_text_lines(path))
     if path.suffix == ".json":
         try:
-            rows = json.loads("".join(line for _, line in lines))
+            rows = json.loads("".join(line for _, line in read_text_lines(path)))
         except json.JSONDecodeError as err:
             raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg} at column {err.colno})") from None
         if not isinstance(rows, list):
             raise UserError(f"{path}: expected a JSON list of rows, got {type(rows).__name__}")
     else:
-        rows = []
-        for n, line in lines:
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise UserError(f"{path}:{n}: not valid JSON ({err.msg} at column {err.colno})") from None
+        rows = [row for _, row in read_json_lines(path)]
     if not rows:
         raise UserError(f"no rows in {path}")
     return rows

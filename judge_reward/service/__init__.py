@@ -7,24 +7,24 @@
 * :class:`JudgeServiceClient`: the async client underneath, with timeouts and retries.
 """
 
+from importlib import import_module
+
 from .batcher import BatchInfo, DynamicBatcher, ServiceUnavailable
-from .client import JudgeServiceClient, RemoteScore, ServiceError, ServiceRewardFunction
 from .config import ServiceConfig, ServiceRewardConfig
 
 __all__ = [
     "BatchInfo", "DynamicBatcher", "JudgeServiceClient", "RemoteScore", "ServiceConfig", "ServiceError",
     "ServiceRewardConfig", "ServiceRewardFunction", "ServiceUnavailable", "ServerThread", "create_app", "serve",
 ]
+# Loaded on first use: the client needs httpx, the server FastAPI and uvicorn (the ``serve`` extra),
+# and ``judge-reward``'s other commands must work without them.
+_LAZY = {
+    "JudgeServiceClient": "client", "RemoteScore": "client", "ServiceError": "client",
+    "ServiceRewardFunction": "client", "create_app": "app", "serve": "server", "ServerThread": "server",
+}
 
 
 def __getattr__(name):
-    # FastAPI and uvicorn load only when a server is built, not for the client.
-    if name == "create_app":
-        from .app import create_app
-
-        return create_app
-    if name in ("serve", "ServerThread"):
-        from . import server
-
-        return getattr(server, name)
+    if name in _LAZY:
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(name)
