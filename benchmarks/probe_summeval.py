@@ -58,7 +58,8 @@ def main() -> None:
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    pairs = summeval_pairs(data_dir(args.data / "summeval" / "summeval.json" if args.data else None, "summeval", "summeval.json"), args.docs, args.real, args.max_source_words)
+    data = data_dir(args.data / "summeval" / "summeval.json" if args.data else None, "summeval", "summeval.json")
+    pairs = summeval_pairs(data, args.docs, args.real, args.max_source_words)
     families = [f.strip() for f in args.families.split(",")] if args.families else None
     backend = None
     for config in [c.strip() for c in args.config.split(",") if c.strip()]:

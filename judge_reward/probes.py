@@ -367,6 +367,8 @@ class ProbeOutcome:
     output: str
     value: float | None
     reason: str | None = None
+    components: dict = field(default_factory=dict)
+    """The reward's terms (``aspect/<name>``, ``guard/<name>``): what a guard cost each probe."""
 
 
 @dataclass
@@ -380,11 +382,13 @@ class ItemOutcome:
     probes: list[ProbeOutcome]
     cluster: int
     """Index of the item's source (items of one source are resampled together)."""
+    components: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        out = {"id": self.id, "output": self.output, "reward": self.value,
+        out = {"id": self.id, "output": self.output, "reward": self.value, "components": self.components,
                "probes": [{"family": p.family, "variant": p.variant, "reward": p.value, "output": p.output,
-                           **({"reason": p.reason} if p.reason else {})} for p in self.probes]}
+                           "components": p.components, **({"reason": p.reason} if p.reason else {})}
+                          for p in self.probes]}
         if self.reason:
             out["reason"] = self.reason
         return out
@@ -572,9 +576,9 @@ def run_probes(
         outcomes = []
         for q in probes[i]:
             r = results[(q.output, p.source, p.reference)]
-            outcomes.append(ProbeOutcome(q.family, q.variant, q.output, r.value, r.reason))
+            outcomes.append(ProbeOutcome(q.family, q.variant, q.output, r.value, r.reason, r.components))
         items.append(ItemOutcome(p.id if p.id is not None else str(i), p.output, real.value, real.reason, outcomes,
-                                 clusters[p.source]))
+                                 clusters[p.source], real.components))
     report = ProbeReport(
         {f: summarise_family(f, items, n_boot, seed, confidence) for f in names},
         items,
