@@ -36,17 +36,16 @@ import json
 import logging
 import math
 import os
-import random
 import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from email.utils import parsedate_to_datetime
 from typing import Any, Awaitable, Callable, Sequence
 
 import openai
 
 from ..candidates import SLOT_SUFFIX, TopPosition, map_top_logprobs, positions_needed
+from ..retry import Backoff, Failure, parse_retry_after, retry_async
 from .base import (
     BackendError,
     CandidateLogprobs,
@@ -173,6 +172,7 @@ class BackendStats:
     failed: int = 0  # inputs that ended with an error
     http_requests: int = 0  # attempts sent, retries and probes included
     retries: int = 0
+    retries_by_reason: Counter = field(default_factory=Counter)  # every retry, by the failed attempt's kind
     attempt_failures: Counter = field(default_factory=Counter)  # every failed attempt, by kind
     failures: Counter = field(default_factory=Counter)  # inputs' final failures, by kind
     prompt_tokens: int = 0  # as the server reported them (usage)
@@ -183,6 +183,7 @@ class BackendStats:
 
     def as_dict(self) -> dict:
         out = asdict(self)
+        out["retries_by_reason"] = dict(self.retries_by_reason)
         out["attempt_failures"] = dict(self.attempt_failures)
         out["failures"] = dict(self.failures)
         return out
@@ -398,10 +399,11 @@ class OpenAIBackend:
 
     async def _request(self, send: Callable[[], Awaitable], parse: Callable[[Any], Any], est_tokens: int):
         """Send, parse, retry. Returns ``(value, attempts)``; raises :class:`_BadAnswer` at the end."""
-        cfg = self.config
-        attempt = 0
-        while True:
-            attempt += 1
+        attempts = 0
+
+        async def attempt():
+            nonlocal attempts
+            attempts += 1
             try:
                 async with self._sem:
                     waited = await self._limiter.acquire(est_tokens)
@@ -410,22 +412,29 @@ class OpenAIBackend:
                     self._bump(http_requests=1)
                     response = await self._send(send)
                 self._account(response, est_tokens)
-                return parse(response), attempt
+                return parse(response)
             except _BadAnswer as err:
                 self._count_failure("attempt_failures", err.kind)
-                if not err.retryable or attempt > cfg.max_retries:
-                    if attempt > 1:
-                        err.reason = f"{err.reason} (after {attempt} attempts)"
-                    raise
-                self._bump(retries=1)
-                await asyncio.sleep(self._backoff(attempt, err.retry_after))
+                raise
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        try:
+            value = await retry_async(attempt, _classify, self._backoff(), on_retry=self._count_retry)
+        except _BadAnswer as err:
+            if attempts > 1:
+                err.reason = f"{err.reason} (after {attempts} attempts)"
+            raise
+        return value, attempts
+
+    def _backoff(self) -> Backoff:
         cfg = self.config
-        if retry_after is not None:  # the server said when; add a little jitter so callers spread out
-            return min(retry_after, cfg.retry_after_max_s) * random.uniform(1.0, 1.1)
-        ceiling = min(cfg.backoff_max_s, cfg.backoff_initial_s * 2 ** (attempt - 1))
-        return ceiling * random.uniform(0.5, 1.0)
+        # with Retry-After: the server said when; a little jitter spreads the callers out
+        return Backoff(cfg.max_retries, cfg.backoff_initial_s, cfg.backoff_max_s, jitter=(0.5, 1.0),
+                       retry_after_max_s=cfg.retry_after_max_s, retry_after_jitter=(1.0, 1.1))
+
+    def _count_retry(self, err: BaseException, failure: Failure, retry: int, wait: float) -> None:
+        with self._stats_lock:
+            self._stats.retries += 1
+            self._stats.retries_by_reason[failure.reason] += 1
 
     async def _send(self, send: Callable[[], Awaitable]):
         """One attempt; every way it can fail becomes a :class:`_BadAnswer` with a kind."""
@@ -978,18 +987,12 @@ def _prompt_logprobs_continuation(resp, context: str, continuation: str):
 
 
 def _retry_after(err: openai.APIStatusError) -> float | None:
-    headers = err.response.headers
-    try:
-        if headers.get("retry-after-ms"):
-            return float(headers["retry-after-ms"]) / 1000
-        value = headers.get("retry-after")
-        if value:
-            try:
-                return max(0.0, float(value))
-            except ValueError:
-                return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
+    return parse_retry_after(err.response.headers)
+
+
+def _classify(err: BaseException) -> Failure | None:
+    if isinstance(err, _BadAnswer):
+        return Failure(err.kind, err.retryable, err.retry_after)
     return None
 
 
