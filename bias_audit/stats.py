@@ -21,6 +21,8 @@ from typing import Callable
 import numpy as np
 from scipy import stats as sps
 
+from judge_reward.metaeval.significance import percentile_interval
+
 from .data import CATEGORIES, HUMAN, LLM, TIE
 
 
@@ -120,7 +122,13 @@ def _clean(x) -> float | None:
 
 
 class ClusterBootstrap:
-    """Draws of articles with replacement, stored as per-article counts (``weights[b, c]``)."""
+    """Draws of articles with replacement, stored as per-article counts (``weights[b, c]``).
+
+    The interval is :func:`judge_reward.metaeval.significance.percentile_interval`'s. The draws are
+    this class's own: multinomial counts, where the meta-evaluation draws group indices
+    (:func:`~judge_reward.metaeval.significance.group_draws`); both are the same bootstrap, but they
+    consume the random stream differently, so sharing one would change the published intervals.
+    """
 
     def __init__(self, cluster: np.ndarray, n_resamples: int, confidence: float, seed: int):
         self.cluster = np.asarray(cluster, dtype=np.int64)
@@ -139,9 +147,8 @@ class ClusterBootstrap:
         draws = draws[np.isfinite(draws)]
         if not math.isfinite(float(value)) or len(draws) < 0.5 * len(self.weights):
             return Estimate(_clean(value), None, None, n)
-        tail = 100 * (1 - self.confidence) / 2
-        low, high = np.percentile(draws, [tail, 100 - tail])
-        return Estimate(_clean(value), float(low), float(high), n)
+        interval = percentile_interval(float(value), draws, self.confidence)  # the meta-evaluation's interval
+        return Estimate(_clean(value), interval.low, interval.high, n)
 
     def draws(self, columns: dict[str, np.ndarray], fn: Callable[..., np.ndarray]) -> np.ndarray:
         per_cluster = {k: np.bincount(self.cluster, weights=v, minlength=self.n_clusters) for k, v in columns.items()}

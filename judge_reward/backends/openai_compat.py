@@ -27,26 +27,26 @@ for every prompt token (seconds per token for a 262k vocabulary); it silently ig
 ``prompt_logprobs``; and for models that add no BOS token its echo logprobs are shifted by one token.
 Each of these is detected (see :meth:`OpenAIBackend.capabilities`) and either worked around or
 reported by name.
+
+The backend is split by responsibility: :mod:`.openai_transport` (event loop, concurrency and rate
+limits, one request with retries, failure kinds, counters), :mod:`.openai_probes` (what the server
+supports) and :mod:`.openai_parsing` (responses to numbers); this module has the configuration and
+the interface methods, and re-exports the names that used to live here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
 import os
-import random
 import threading
 import time
-from collections import Counter
-from dataclasses import asdict, dataclass, field
-from email.utils import parsedate_to_datetime
-from typing import Any, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 import openai
 
-from ..candidates import SLOT_SUFFIX, TopPosition, map_top_logprobs, positions_needed
+from ..candidates import SLOT_SUFFIX, map_top_logprobs, positions_needed
 from .base import (
     BackendError,
     CandidateLogprobs,
@@ -56,6 +56,20 @@ from .base import (
     GenerationRequest,
     Generations,
 )
+from .openai_parsing import (
+    _chat_positions,
+    _choices,
+    _completion_positions,
+    _echo_continuation,
+    _prompt_logprobs_continuation,
+)
+from .openai_probes import (  # noqa: F401  (PROBE_TEXT and the echo-shift detectors: re-exported)
+    PROBE_TEXT,
+    _CapabilityProbes,
+    _detect_echo_shift,
+    _echo_shift_from_statistics,
+)
+from .openai_transport import FAILURE_KINDS, BackendStats, _BadAnswer, _RateLimiter, _Transport  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +77,6 @@ ENDPOINTS = ("completions", "chat")
 CONTINUATION_MODES = ("auto", "echo", "prompt_logprobs")
 ECHO_ALIGNMENTS = ("auto", "aligned", "shifted")
 TOKENIZER_ENDPOINTS = ("auto", "llamacpp", "vllm", "none")
-FAILURE_KINDS = (
-    "timeout", "connection", "rate_limited", "server_error", "client_error",
-    "malformed", "no_logprobs", "unsupported", "internal",
-)
-# Induction-friendly probe: on the repeats every model predicts the next word confidently, which
-# tells an aligned echo from a shifted one (see _echo_shift_from_statistics).
-PROBE_TEXT = "one two three four one two three four one two three four one two"
 
 
 @dataclass
@@ -163,85 +170,13 @@ class OpenAIBackendConfig:
             raise ValueError(f"extra_body: expected a mapping, got {self.extra_body!r}")
 
 
-@dataclass
-class BackendStats:
-    """Counters summed over the backend's life (or since :meth:`OpenAIBackend.reset_stats`)."""
-
-    calls: int = 0  # interface method calls
-    inputs: int = 0  # requests handed in across calls
-    succeeded: int = 0  # inputs answered
-    failed: int = 0  # inputs that ended with an error
-    http_requests: int = 0  # attempts sent, retries and probes included
-    retries: int = 0
-    attempt_failures: Counter = field(default_factory=Counter)  # every failed attempt, by kind
-    failures: Counter = field(default_factory=Counter)  # inputs' final failures, by kind
-    prompt_tokens: int = 0  # as the server reported them (usage)
-    completion_tokens: int = 0
-    usage_missing: int = 0  # answers without a usage block
-    wall_time_s: float = 0.0  # summed over calls
-    rate_limit_wait_s: float = 0.0  # time spent waiting on the client-side rate limits
-
-    def as_dict(self) -> dict:
-        out = asdict(self)
-        out["attempt_failures"] = dict(self.attempt_failures)
-        out["failures"] = dict(self.failures)
-        return out
 
 
-class _BadAnswer(Exception):
-    """A request that failed in a known way: ``kind`` from FAILURE_KINDS, a reason, retryable or not."""
-
-    def __init__(self, kind: str, reason: str, retryable: bool = False, retry_after: float | None = None):
-        super().__init__(reason)
-        self.kind, self.reason, self.retryable, self.retry_after = kind, reason, retryable, retry_after
 
 
-class _RateLimiter:
-    """Token buckets for requests and tokens per minute, refilled continuously."""
-
-    def __init__(self, rpm: float | None, tpm: float | None, burst_s: float):
-        self.rpm, self.tpm = rpm, tpm
-        self.r_cap = max(1.0, rpm / 60 * burst_s) if rpm else 0.0
-        self.t_cap = max(1.0, tpm / 60 * burst_s) if tpm else 0.0
-        self.r, self.t = self.r_cap, self.t_cap
-        self.stamp = time.monotonic()
-        self.lock = asyncio.Lock()
-
-    def _refill(self) -> None:
-        now = time.monotonic()
-        dt, self.stamp = now - self.stamp, now
-        if self.rpm:
-            self.r = min(self.r_cap, self.r + dt * self.rpm / 60)
-        if self.tpm:
-            self.t = min(self.t_cap, self.t + dt * self.tpm / 60)
-
-    async def acquire(self, tokens: int) -> float:
-        """Wait until one request of about ``tokens`` tokens may go; returns the seconds waited."""
-        if not self.rpm and not self.tpm:
-            return 0.0
-        start = time.monotonic()
-        need_t = min(float(tokens), self.t_cap) if self.tpm else 0.0  # a huge request waits for a full bucket
-        async with self.lock:  # one waiter at a time keeps the order fair
-            while True:
-                self._refill()
-                short_r = (1.0 - self.r) if self.rpm else 0.0
-                short_t = (need_t - self.t) if self.tpm else 0.0
-                if short_r <= 0 and short_t <= 0:
-                    if self.rpm:
-                        self.r -= 1.0
-                    if self.tpm:
-                        self.t -= need_t
-                    return time.monotonic() - start
-                wait = max(short_r * 60 / self.rpm if self.rpm else 0.0, short_t * 60 / self.tpm if self.tpm else 0.0)
-                await asyncio.sleep(max(wait, 0.001))
-
-    def settle(self, estimated: int, actual: int | None) -> None:
-        """Charge the difference once the server has said what a request really cost."""
-        if self.tpm and actual is not None:
-            self.t -= actual - min(float(estimated), self.t_cap)
 
 
-class OpenAIBackend:
+class OpenAIBackend(_Transport, _CapabilityProbes):
     """A :class:`~judge_reward.backends.base.JudgeBackend` over an OpenAI-compatible HTTP API."""
 
     def __init__(self, config: OpenAIBackendConfig | None = None, **overrides):
@@ -276,79 +211,6 @@ class OpenAIBackend:
         self._tokenizer: str | None = None if config.tokenizer_endpoint == "auto" else config.tokenizer_endpoint
         self._context: int | None | bool = config.max_context_tokens or False  # False: not asked yet
         self._warned: set[str] = set()
-
-    # -- lifecycle and the private event loop ------------------------------------------------------
-
-    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
-        with self._loop_lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, daemon=True, name="openai-backend-loop")
-                thread.start()
-                self._loop, self._thread = loop, thread
-                asyncio.run_coroutine_threadsafe(self._init_async(), loop).result()
-            return self._loop
-
-    async def _init_async(self) -> None:
-        cfg = self.config
-        self._aclient = openai.AsyncOpenAI(**self._client_kwargs)
-        self._sem = asyncio.Semaphore(int(cfg.max_concurrency))
-        self._limiter = _RateLimiter(cfg.requests_per_minute, cfg.tokens_per_minute, cfg.rate_burst_s)
-        self._probe_lock = asyncio.Lock()
-
-    def _run(self, coro: Awaitable):
-        loop = self._ensure_loop()
-        if threading.current_thread() is self._thread:
-            raise RuntimeError("OpenAIBackend: a sync method was called from the backend's own event loop")
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
-
-    async def _await(self, coro: Awaitable):
-        """Run ``coro`` on the private loop from a caller's own event loop."""
-        loop = self._ensure_loop()
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
-
-    def close(self) -> None:
-        """Close the HTTP clients and stop the worker thread (the backend cannot be used afterwards)."""
-        with self._loop_lock:
-            loop, self._loop = self._loop, None
-        if loop is not None:
-            if self._aclient is not None:
-                asyncio.run_coroutine_threadsafe(self._aclient.close(), loop).result(timeout=10)
-            loop.call_soon_threadsafe(loop.stop)
-            if self._thread is not None:
-                self._thread.join(timeout=10)
-            loop.close()
-        self.client.close()
-
-    def __enter__(self) -> "OpenAIBackend":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    # -- accounting ---------------------------------------------------------------------------------
-
-    def stats(self) -> dict:
-        """A snapshot of :class:`BackendStats` as a plain dict (JSON-ready)."""
-        with self._stats_lock:
-            return self._stats.as_dict()
-
-    def reset_stats(self) -> None:
-        with self._stats_lock:
-            self._stats = BackendStats()
-
-    def _bump(self, **amounts) -> None:
-        with self._stats_lock:
-            for name, value in amounts.items():
-                setattr(self._stats, name, getattr(self._stats, name) + value)
-
-    def _count_failure(self, table: str, kind: str) -> None:
-        with self._stats_lock:
-            getattr(self._stats, table)[kind] += 1
-
-    def capabilities(self) -> dict:
-        """What has been detected about the server so far (continuation mode, echo shift, n support)."""
-        return dict(self._caps)
 
     # -- the JudgeBackend interface -----------------------------------------------------------------
 
@@ -393,72 +255,6 @@ class OpenAIBackend:
     def _fail(self, result_type, err: _BadAnswer, **details):
         self._count_failure("failures", err.kind)
         return result_type(None, error=err.reason, details={"failure": err.kind, **details})
-
-    # -- one HTTP request with retries --------------------------------------------------------------
-
-    async def _request(self, send: Callable[[], Awaitable], parse: Callable[[Any], Any], est_tokens: int):
-        """Send, parse, retry. Returns ``(value, attempts)``; raises :class:`_BadAnswer` at the end."""
-        cfg = self.config
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                async with self._sem:
-                    waited = await self._limiter.acquire(est_tokens)
-                    if waited:
-                        self._bump(rate_limit_wait_s=waited)
-                    self._bump(http_requests=1)
-                    response = await self._send(send)
-                self._account(response, est_tokens)
-                return parse(response), attempt
-            except _BadAnswer as err:
-                self._count_failure("attempt_failures", err.kind)
-                if not err.retryable or attempt > cfg.max_retries:
-                    if attempt > 1:
-                        err.reason = f"{err.reason} (after {attempt} attempts)"
-                    raise
-                self._bump(retries=1)
-                await asyncio.sleep(self._backoff(attempt, err.retry_after))
-
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        cfg = self.config
-        if retry_after is not None:  # the server said when; add a little jitter so callers spread out
-            return min(retry_after, cfg.retry_after_max_s) * random.uniform(1.0, 1.1)
-        ceiling = min(cfg.backoff_max_s, cfg.backoff_initial_s * 2 ** (attempt - 1))
-        return ceiling * random.uniform(0.5, 1.0)
-
-    async def _send(self, send: Callable[[], Awaitable]):
-        """One attempt; every way it can fail becomes a :class:`_BadAnswer` with a kind."""
-        try:
-            return await send()
-        except openai.APITimeoutError:
-            raise _BadAnswer("timeout", f"request timed out after {self.config.timeout_s:g}s", True) from None
-        except openai.APIConnectionError as err:
-            cause = err.__cause__ or err
-            raise _BadAnswer("connection", f"connection failed: {type(cause).__name__}: {cause}", True) from None
-        except openai.APIStatusError as err:
-            raise _status_failure(err) from None
-        except (json.JSONDecodeError, openai.APIResponseValidationError, UnicodeDecodeError) as err:
-            raise _BadAnswer("malformed", f"unparseable response: {type(err).__name__}: {err}", True) from None
-
-    def _account(self, response, est_tokens: int) -> None:
-        usage = getattr(response, "usage", None)
-        prompt = getattr(usage, "prompt_tokens", None) if usage is not None else None
-        completion = getattr(usage, "completion_tokens", None) if usage is not None else None
-        if prompt is None and completion is None:
-            self._bump(usage_missing=1)
-            return
-        self._bump(prompt_tokens=int(prompt or 0), completion_tokens=int(completion or 0))
-        self._limiter.settle(est_tokens, int(prompt or 0) + int(completion or 0))
-
-    def _estimate(self, text: str, max_tokens: int, n: int = 1) -> int:
-        return int(len(text) / self.config.chars_per_token) + 1 + max_tokens * n
-
-    def _body(self, **extra) -> dict:
-        """``extra_body`` for the openai client: the configured extras plus this request's own."""
-        body = dict(self.config.extra_body)
-        body.update(extra)
-        return body
 
     # -- candidate_logprobs (G-Eval) ----------------------------------------------------------------
 
@@ -546,109 +342,6 @@ class OpenAIBackend:
         if mode == "echo":
             details["echo_shift"] = 1 if shifted else 0
         return ContinuationLogprobs(logprobs, tokens=tokens, details=details)
-
-    def _echo_timeout(self, prompt: str) -> float:
-        """Stretch the timeout where echo was measured to be slow (llama.cpp), so retries do not pile
-        the same slow work onto a server that cannot cancel it."""
-        per_token = self._caps.get("echo_s_per_token")
-        if not per_token:
-            return self.config.timeout_s
-        return max(self.config.timeout_s, 3.0 * per_token * self._estimate(prompt, 1))
-
-    async def _continuation_mode(self) -> str:
-        """Find (once) how this server gives prompt-token logprobs, and whether its echo is shifted."""
-        cfg = self.config
-        async with self._probe_lock:
-            if "continuation_mode" in self._caps:
-                return self._caps["continuation_mode"]
-            mode = cfg.continuation_mode
-            if mode in ("auto", "echo"):
-                echo = await self._probe_echo()
-                if echo is not None:
-                    self._caps.update(echo)
-                    mode = "echo"
-                elif mode == "echo":
-                    raise BackendError(
-                        f"continuation_mode: 'echo' was asked for, but {self.base_url} ignores echo=True with "
-                        "logprobs on /completions"
-                    )
-            if mode in ("auto", "prompt_logprobs"):
-                if await self._probe_prompt_logprobs():
-                    mode = "prompt_logprobs"
-                else:
-                    raise BackendError(
-                        f"GPTScore needs prompt-token logprobs, and {self.base_url} gives neither: /completions "
-                        "ignores echo=True with logprobs, and vLLM's prompt_logprobs is ignored too "
-                        "(llama.cpp ignores prompt_logprobs; OpenAI's chat models support neither). "
-                        "Use a server that supports echo or prompt_logprobs, or the local backend."
-                    )
-            self._caps["continuation_mode"] = mode
-            return mode
-
-    async def _probe_echo(self) -> dict | None:
-        """Echo the probe text with logprobs. ``None`` when echo is ignored; else what was learned."""
-        cfg = self.config
-
-        async def send():
-            return await self._aclient.completions.create(
-                model=cfg.model, prompt=PROBE_TEXT, max_tokens=1, temperature=0.0, echo=True, logprobs=1,
-                extra_body=self._body() or None,
-            )
-
-        start = time.monotonic()
-        try:
-            resp, _ = await self._request(send, lambda r: r, self._estimate(PROBE_TEXT, 1))
-        except _BadAnswer as err:
-            if err.kind in ("client_error", "unsupported"):
-                if "logits_all" in err.reason:
-                    raise BackendError(err.reason) from None
-                return None  # echo refused outright: try the next mode
-            raise
-        elapsed = time.monotonic() - start
-        choice = (resp.choices or [None])[0]
-        lp = getattr(choice, "logprobs", None)
-        if choice is None or lp is None or not lp.tokens or not lp.text_offset or not (choice.text or "").startswith(PROBE_TEXT):
-            return None
-        caps: dict[str, Any] = {"echo_probe_tokens": len(lp.tokens)}
-        per_token = elapsed / max(len(lp.tokens), 1)
-        if per_token > 0.05:
-            caps["echo_s_per_token"] = per_token
-            log.warning(
-                "%s: echo logprobs cost %.2f s per prompt token here (llama.cpp sorts the whole vocabulary for "
-                "each one); GPTScore through this server suits small tests only", self.base_url, per_token,
-            )
-        if cfg.echo_alignment != "auto":
-            caps["echo_shift"] = 1 if cfg.echo_alignment == "shifted" else 0
-            caps["echo_shift_evidence"] = "configured"
-            return caps
-        shift, evidence = _detect_echo_shift(choice.text, lp)
-        caps["echo_shift"], caps["echo_shift_evidence"] = shift, evidence
-        if shift:
-            log.warning(
-                "%s: echo logprobs are shifted by one token (llama.cpp with a model that adds no BOS token); "
-                "reading each token's logprob from the previous position's top-%d list instead",
-                self.base_url, cfg.shifted_echo_top_logprobs,
-            )
-        return caps
-
-    async def _probe_prompt_logprobs(self) -> bool:
-        cfg = self.config
-
-        async def send():
-            return await self._aclient.completions.create(
-                model=cfg.model, prompt=PROBE_TEXT, max_tokens=1, temperature=0.0,
-                extra_body=self._body(prompt_logprobs=1),
-            )
-
-        try:
-            resp, _ = await self._request(send, lambda r: r, self._estimate(PROBE_TEXT, 1))
-        except _BadAnswer as err:
-            if err.kind == "client_error":
-                return False
-            raise
-        choice = (resp.choices or [None])[0]
-        entries = _extra(choice, "prompt_logprobs") if choice is not None else None
-        return isinstance(entries, list) and any(isinstance(e, dict) and e for e in entries)
 
     # -- generate -----------------------------------------------------------------------------------
 
@@ -786,239 +479,3 @@ class OpenAIBackend:
         if key not in self._warned:
             self._warned.add(key)
             log.warning(message, self.base_url)
-
-
-# -- response parsing (pure functions: a response in, numbers or a _BadAnswer out) -------------------
-
-
-def _extra(obj, name: str):
-    """A field the openai types do not declare (vLLM's ``prompt_logprobs``)."""
-    value = getattr(obj, name, None)
-    if value is None:
-        value = (getattr(obj, "model_extra", None) or {}).get(name)
-    return value
-
-
-def _choices(resp) -> list:
-    choices = getattr(resp, "choices", None)
-    if not isinstance(choices, list) or not choices:
-        raise _BadAnswer("malformed", f"response has no choices (choices={choices!r})", True)
-    return choices
-
-
-def _no_logprobs(where: str) -> _BadAnswer:
-    return _BadAnswer(
-        "no_logprobs",
-        f"server returned no logprobs ({where}); it cannot give G-Eval probabilities. "
-        "Choose the sampling estimate explicitly, or a server/model that returns logprobs",
-    )
-
-
-def _completion_positions(resp) -> tuple[list[TopPosition], str]:
-    choice = _choices(resp)[0]
-    lp = getattr(choice, "logprobs", None)
-    if lp is None or not lp.tokens:
-        raise _no_logprobs("choices[0].logprobs is empty")
-    tops = lp.top_logprobs
-    if not tops or len(tops) != len(lp.tokens):
-        raise _no_logprobs(f"choices[0].logprobs.top_logprobs={tops!r} does not match {len(lp.tokens)} tokens")
-    positions = []
-    for i, tok in enumerate(lp.tokens):
-        top = tops[i]
-        if not isinstance(top, dict) or not top:
-            raise _no_logprobs(f"choices[0].logprobs.top_logprobs[{i}]={top!r}")
-        positions.append(TopPosition(tok, tuple((str(t), float(v)) for t, v in top.items() if v is not None)))
-    return positions, choice.text or ""
-
-
-def _chat_positions(resp) -> tuple[list[TopPosition], str]:
-    choice = _choices(resp)[0]
-    lp = getattr(choice, "logprobs", None)
-    content = getattr(lp, "content", None) if lp is not None else None
-    if not content:
-        raise _no_logprobs("choices[0].logprobs.content is empty")
-    positions = []
-    for i, item in enumerate(content):
-        top = tuple((t.token, float(t.logprob)) for t in (item.top_logprobs or []))
-        if not top:
-            raise _no_logprobs(f"choices[0].logprobs.content[{i}].top_logprobs is empty (top_logprobs not honoured)")
-        positions.append(TopPosition(item.token, top))
-    message = getattr(choice, "message", None)
-    return positions, (getattr(message, "content", None) or "")
-
-
-def _detect_echo_shift(text: str, lp) -> tuple[int, str]:
-    """Is echo logprob i about token i (0) or one position late (1, llama.cpp without BOS)?
-
-    Structural evidence first: llama-cpp-python pairs tokens with the rows of logits it computed,
-    and without a BOS token there is one row too few, so the generated token goes missing from the
-    echoed lists. When generation ended at once (nothing to miss), the top lists decide: aligned,
-    the most likely token at i is usually token i itself on a repetitive text; shifted, token i+1.
-    """
-    tokens, offsets = lp.tokens, lp.text_offset
-    if len(text) > len(PROBE_TEXT):
-        covered = offsets[-1] + len(tokens[-1]) if tokens else 0
-        if covered <= len(PROBE_TEXT):
-            return 1, "generated token missing from echoed logprobs"
-        return 0, "generated token present in echoed logprobs"
-    return _echo_shift_from_statistics(tokens, lp.top_logprobs or [])
-
-
-def _echo_shift_from_statistics(tokens: list[str], tops: list) -> tuple[int, str]:
-    aligned = shifted = 0
-    for i, top in enumerate(tops):
-        if not top:
-            continue
-        best = max(top.items(), key=lambda kv: kv[1])[0]
-        aligned += best == tokens[i]
-        shifted += i + 1 < len(tokens) and best == tokens[i + 1]
-    return (1 if shifted > aligned else 0), f"top-1 matched its own token {aligned}x, the next token {shifted}x"
-
-
-def _loose(text: str) -> str:
-    # tokens of split multi-byte characters decode to nothing or U+FFFD; compare without them
-    return "".join(ch for ch in text if ch.isascii())
-
-
-def _pick_continuation(offsets: list[int], tokens: list[str], start: int, end: int) -> tuple[list[int], bool]:
-    """Indices of the tokens that belong to ``text[start:end]``: starting inside it, or straddling
-    its start (the tokenizer merged context and continuation; flagged)."""
-    picked, straddle = [], False
-    for i, (off, tok) in enumerate(zip(offsets, tokens)):
-        if start <= off < end:
-            picked.append(i)
-        elif off < start < off + len(tok):
-            picked.append(i)
-            straddle = True
-    return picked, straddle
-
-
-def _check_spelling(tokens: list[str], continuation: str, where: str) -> None:
-    joined = "".join(tokens)
-    if joined.endswith(continuation) or _loose(joined).endswith(_loose(continuation)):
-        return
-    raise _BadAnswer(
-        "malformed",
-        f"{where}: the tokens found for the continuation spell {joined[:80]!r}, not {continuation[:80]!r}",
-    )
-
-
-def _echo_continuation(resp, context: str, continuation: str, shifted: bool, k: int):
-    choice = _choices(resp)[0]
-    lp = getattr(choice, "logprobs", None)
-    if lp is None or not lp.tokens or lp.token_logprobs is None or lp.text_offset is None:
-        raise _no_logprobs("echo: choices[0].logprobs is empty")
-    tokens, lps, offsets = list(lp.tokens), list(lp.token_logprobs), list(lp.text_offset)
-    if not (len(tokens) == len(lps) == len(offsets)):
-        raise _BadAnswer("malformed", f"echo: {len(tokens)} tokens, {len(lps)} logprobs, {len(offsets)} offsets")
-    prompt = context + continuation
-    if not (choice.text or "").startswith(prompt):
-        raise _BadAnswer("unsupported", "echo: the server did not echo the prompt (echo=True ignored)")
-    picked, straddle = _pick_continuation(offsets, tokens, len(context), len(prompt))
-    if not picked:
-        raise _BadAnswer("malformed", f"echo: no echoed token has a text_offset in [{len(context)}, {len(prompt)})")
-    out_tokens = [tokens[i] for i in picked]
-    _check_spelling(out_tokens, continuation, "echo")
-    values = []
-    tops = lp.top_logprobs or []
-    for i in picked:
-        if not shifted:
-            value = lps[i]
-        else:  # llama.cpp without BOS: the list that predicts token i sits at i - 1
-            top = tops[i - 1] if 0 < i <= len(tops) else None
-            value = top.get(tokens[i]) if isinstance(top, dict) else None
-            if value is None:
-                raise _BadAnswer(
-                    "unsupported",
-                    f"echo shifted by one token (llama.cpp, model without BOS): token {tokens[i]!r} at offset "
-                    f"{offsets[i]} is outside the top-{k} list of its position; raise shifted_echo_top_logprobs "
-                    "or use a server whose echo is aligned",
-                )
-        if value is None or not math.isfinite(value):
-            raise _BadAnswer("malformed", f"echo: token {tokens[i]!r} at offset {offsets[i]} has logprob {value!r}")
-        values.append(float(value))
-    details = {"context_tokens": picked[0], "boundary": "merged" if straddle else "canonical"}
-    return out_tokens, values, details
-
-
-def _prompt_logprobs_continuation(resp, context: str, continuation: str):
-    choice = _choices(resp)[0]
-    entries = _extra(choice, "prompt_logprobs")
-    if not isinstance(entries, list) or not entries:
-        raise _no_logprobs("prompt_logprobs: the server ignored it")
-    prompt = context + continuation
-    tokens, values = [], []
-    for i, entry in enumerate(entries):
-        if i == 0 and entry is None:  # the first prompt token has nothing before it
-            tokens.append(None), values.append(None)
-            continue
-        if not isinstance(entry, dict) or not entry:
-            raise _BadAnswer("malformed", f"prompt_logprobs[{i}]={entry!r}")
-        first = next(iter(entry.values()))  # vLLM lists the prompt's own token first
-        if not isinstance(first, dict) or "logprob" not in first:
-            raise _BadAnswer("malformed", f"prompt_logprobs[{i}] has no logprob: {first!r}")
-        tokens.append(str(first.get("decoded_token") or ""))
-        values.append(float(first["logprob"]))
-    # offsets from the end: the decoded tokens after the first spell the end of the prompt
-    tail = "".join(t for t in tokens[1:])
-    if not prompt.endswith(tail):
-        raise _BadAnswer("malformed", f"prompt_logprobs: decoded tokens spell {tail[-80:]!r}, not the prompt's end")
-    offsets, pos = [0] * len(tokens), len(prompt)
-    for i in range(len(tokens) - 1, 0, -1):
-        pos -= len(tokens[i])
-        offsets[i] = pos
-    texts = ["" if t is None else t for t in tokens]
-    picked, straddle = _pick_continuation(offsets, texts, len(context), len(prompt))
-    picked = [i for i in picked if i > 0 or tokens[0] is not None]
-    if not picked or values[picked[0]] is None:
-        raise _BadAnswer("malformed", "prompt_logprobs: the continuation's first token has no logprob")
-    out_tokens = [texts[i] for i in picked]
-    _check_spelling(out_tokens, continuation, "prompt_logprobs")
-    return out_tokens, [values[i] for i in picked], {"context_tokens": picked[0], "boundary": "merged" if straddle else "canonical"}
-
-
-def _retry_after(err: openai.APIStatusError) -> float | None:
-    headers = err.response.headers
-    try:
-        if headers.get("retry-after-ms"):
-            return float(headers["retry-after-ms"]) / 1000
-        value = headers.get("retry-after")
-        if value:
-            try:
-                return max(0.0, float(value))
-            except ValueError:
-                return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
-    return None
-
-
-def _status_failure(err: openai.APIStatusError) -> _BadAnswer:
-    status = err.status_code
-    message = _server_message(err)
-    if "logits_all" in message:
-        return _BadAnswer(
-            "unsupported",
-            f"llama.cpp server was started without --logits_all true, which every logprobs request needs "
-            f"(HTTP {status}: {message})",
-        )
-    if status == 429:
-        return _BadAnswer("rate_limited", f"HTTP 429 rate limited: {message}", True, _retry_after(err))
-    if status >= 500:
-        return _BadAnswer("server_error", f"HTTP {status} server error: {message}", True, _retry_after(err))
-    if status in (408, 409):  # request timeout / lock conflict: worth another try (as OpenAI advises)
-        return _BadAnswer("timeout" if status == 408 else "server_error", f"HTTP {status}: {message}", True, _retry_after(err))
-    return _BadAnswer("client_error", f"HTTP {status} (not retried): {message}")
-
-
-def _server_message(err: openai.APIStatusError) -> str:
-    body = err.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-        if isinstance(inner, str):
-            return inner
-        if body.get("detail"):
-            return str(body["detail"])
-    return str(getattr(err, "message", err))

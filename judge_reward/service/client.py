@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 import weakref
 from collections import Counter
@@ -26,6 +25,7 @@ from typing import Any, Sequence
 import httpx
 
 from ..methods.base import Item
+from ..retry import Backoff, Failure, parse_retry_after, retry_async
 from ..reward import completion_text, prompt_source
 from .config import ServiceRewardConfig
 
@@ -40,6 +40,20 @@ class ServiceError(RuntimeError):
     def __init__(self, message: str, status: int | None = None):
         super().__init__(message)
         self.status = status
+
+
+class _Retryable(Exception):
+    """A :class:`ServiceError` (``args[0]``) worth another try, with its reason and ``Retry-After``."""
+
+    def __init__(self, error: ServiceError, reason: str, retry_after: float | None = None):
+        super().__init__(error)
+        self.reason, self.retry_after = reason, retry_after
+
+
+def _classify(err: BaseException) -> Failure | None:
+    if isinstance(err, _Retryable):
+        return Failure(err.reason, True, err.retry_after)
+    return None
 
 
 @dataclass
@@ -67,7 +81,7 @@ class JudgeServiceClient:
             weakref.WeakKeyDictionary()
         )
         self.requests = 0
-        self.retried = 0
+        self.retried_by_reason: Counter[str] = Counter()
 
     def _http(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -88,37 +102,44 @@ class JudgeServiceClient:
         if client is not None:
             await client.aclose()
 
+    @property
+    def retried(self) -> int:
+        """Retries made, all reasons together (:attr:`retried_by_reason` has them apart)."""
+        return sum(self.retried_by_reason.values())
+
     async def request(self, method: str, path: str, payload: dict | None = None) -> dict:
         """One call with retries on connection errors, timeouts, 429/502/503/504 (``Retry-After`` honoured)."""
         c = self.config
-        delay = c.backoff_s
-        for attempt in range(c.retries + 1):
+
+        async def attempt() -> dict:
             self.requests += 1
-            retry_after = None
             try:
                 resp = await self._http().request(method, path, json=payload)
             except httpx.TransportError as err:  # connect, read, write, pool timeouts and refusals
-                error = ServiceError(f"{method} {c.url}{path}: {type(err).__name__}: {err or 'no answer'}")
-            else:
-                if resp.status_code < 400:
-                    return resp.json()
-                try:
-                    detail = resp.json().get("detail")
-                except ValueError:
-                    detail = resp.text[:200]
-                error = ServiceError(f"{method} {c.url}{path}: HTTP {resp.status_code}: {detail}", resp.status_code)
-                if resp.status_code not in RETRY_STATUS:
-                    raise error  # the request itself is wrong: retrying cannot help
-                header = resp.headers.get("retry-after", "")
-                retry_after = float(header) if header.replace(".", "", 1).isdigit() else None
-            if attempt == c.retries:
-                raise error
-            self.retried += 1
-            wait = retry_after if retry_after is not None else delay * (1 + 0.25 * random.random())
-            log.warning("%s; retry %d/%d in %.1fs", error, attempt + 1, c.retries, min(wait, c.max_backoff_s))
-            await asyncio.sleep(min(wait, c.max_backoff_s))
-            delay = min(delay * 2, c.max_backoff_s)
-        raise AssertionError("unreachable")
+                reason = "timeout" if isinstance(err, httpx.TimeoutException) else "connection"
+                raise _Retryable(
+                    ServiceError(f"{method} {c.url}{path}: {type(err).__name__}: {err or 'no answer'}"), reason
+                ) from None
+            if resp.status_code < 400:
+                return resp.json()
+            try:
+                detail = resp.json().get("detail")
+            except ValueError:
+                detail = resp.text[:200]
+            error = ServiceError(f"{method} {c.url}{path}: HTTP {resp.status_code}: {detail}", resp.status_code)
+            if resp.status_code not in RETRY_STATUS:
+                raise error  # the request itself is wrong: retrying cannot help
+            reason = "rate_limited" if resp.status_code == 429 else "server_error"
+            raise _Retryable(error, reason, parse_retry_after(resp.headers))
+
+        def on_retry(err: BaseException, failure: Failure, retry: int, wait: float) -> None:
+            log.warning("%s; retry %d/%d in %.1fs", err.args[0], retry, c.retries, wait)
+
+        backoff = Backoff(c.retries, c.backoff_s, c.max_backoff_s, jitter=(1.0, 1.25))
+        try:
+            return await retry_async(attempt, _classify, backoff, self.retried_by_reason, on_retry)
+        except _Retryable as err:
+            raise err.args[0] from None
 
     async def info(self) -> dict:
         return await self.request("GET", "/v1/info")
@@ -253,4 +274,5 @@ class ServiceRewardFunction:
 
     def stats(self) -> dict:
         return {"calls": self.calls, "scored": self.scored, "seconds": self.seconds,
-                "failures": dict(self.failures), "requests": self.client.requests, "retried": self.client.retried}
+                "failures": dict(self.failures), "requests": self.client.requests, "retried": self.client.retried,
+                "retried_by_reason": dict(self.client.retried_by_reason)}
