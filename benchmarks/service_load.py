@@ -127,23 +127,24 @@ def make_pool(cfg: LoadConfig) -> tuple[list[str], list[list[str]]]:
 
 
 def expected_scores(yaml_path: Path, cfg: LoadConfig, sources, outputs) -> dict[tuple[int, int], tuple[float, float]]:
-    """In-process (value, reward) of every pool item, same weights as the server."""
+    """In-process (value, reward) of every pool item: the config's reward for the requested aspect
+    and method, computed by the same code the server runs (judge_reward.reward)."""
     from tqdm.auto import tqdm
 
     from judge_reward.judge import Judge
     from judge_reward.methods.base import Item
+    from judge_reward.reward import Reward, RewardConfig
 
     judge = Judge.from_config(yaml_path)
-    aspect = judge.aspect_set.get(cfg.aspect)
+    reward = Reward(judge, RewardConfig.from_dict({**(judge.config.reward or {}), "aspects": [cfg.aspect],
+                                                   "method": cfg.method}))
     table = {}
     with tqdm(total=sum(map(len, outputs)), desc="in-process scores", unit="item") as bar:
         for s, source in enumerate(sources):
             for lo in range(0, len(outputs[s]), 64):
                 chunk = outputs[s][lo:lo + 64]
-                for k, res in enumerate(judge.score([Item(o, source) for o in chunk])):
-                    value = res[cfg.aspect].value
-                    reward = value if cfg.method == "gptscore" else aspect.scale.normalise(value)
-                    table[(s, lo + k)] = (value, reward)
+                for k, res in enumerate(reward([Item(o, source) for o in chunk])):
+                    table[(s, lo + k)] = (res.scores[cfg.aspect].value, res.value)
                 bar.update(len(chunk))
     return table
 
