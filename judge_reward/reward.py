@@ -169,10 +169,13 @@ class Reward:
         aspect_set = getattr(judge, "aspect_set", None)
         known = aspect_set.aspects if aspect_set is not None else {a.name: a for a in judge.aspects}
         names = config.aspects or [a.name for a in judge.aspects]
-        unknown_aspects = [n for n in names if n not in known]
-        if unknown_aspects:
-            raise ConfigError(f"reward.aspects: unknown aspect(s) {unknown_aspects}; known: {sorted(known)}")
-        self.aspects: list[Aspect] = [known[n] for n in names]
+        if aspect_set is not None:
+            self.aspects: list[Aspect] = [aspect_set.get(n) for n in names]  # its error names the aspect file's set
+        else:
+            unknown_aspects = [n for n in names if n not in known]
+            if unknown_aspects:
+                raise ConfigError(f"reward.aspects: unknown aspect(s) {unknown_aspects}; known: {sorted(known)}")
+            self.aspects = [known[n] for n in names]
         self.method_name = config.method or judge.config.method
         if callable(getattr(judge, "method", None)):
             judge.method(self.method_name)  # validate the method's config section before any scoring

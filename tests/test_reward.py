@@ -166,7 +166,7 @@ def test_normalisations_and_failures():
                                         + math.exp(raw.components["aspect/fluency"])) / 2, abs=1e-9)
     [empty] = Reward(judge)([Item("   ", ARTICLE)])
     assert empty.value is None and empty.reason == "coherence: output: empty text cannot be judged"
-    with pytest.raises(ConfigError, match=r"reward.aspects: unknown aspect\(s\) \['wit'\]"):
+    with pytest.raises(ConfigError, match=r"aspects: unknown aspect 'wit'"):
         Reward(judge, RewardConfig(aspects=["wit"]))
 
 
