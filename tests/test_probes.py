@@ -408,11 +408,12 @@ def test_probe_callback_gates_a_grpo_run(tmp_path, one_torch_thread, offline_wan
 
 
 @pytest.mark.slow
-def test_real_embedded_judge_on_summeval_items(gemma_backend, shared_data):
-    """A short smoke run with the real Gemma judge: every text gets a reward, every family a win rate."""
+def test_real_embedded_judge_on_summeval_items(gemma_backend, sample_data):
+    """A short smoke run with the real Gemma judge: every text gets a reward, every family a win rate.
+    Two SummEval articles from the test fixtures (MIT), so it runs on a fresh clone too."""
     from judge_reward.metaeval import load_summeval
 
-    ds = load_summeval(shared_data / "summeval" / "summeval.json").first_groups(2)
+    ds = load_summeval(sample_data / "summeval" / "summeval.json").first_groups(2)
     # articles cut to 120 words (as a training config's max_source_words does) to keep this short
     pairs = list({r.group: Item(r.item.reference, " ".join(r.item.source.split()[:120]), id=r.group)
                   for r in ds.records}.values())
