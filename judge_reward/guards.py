@@ -289,12 +289,6 @@ class GuardsConfig:
     def enabled(self) -> list[str]:
         return [name for name in GUARD_TYPES if getattr(self, name).enabled]
 
-    def without(self, *names: str) -> "GuardsConfig":
-        """A copy with the named guards switched off."""
-        from dataclasses import replace
-
-        return replace(self, **{n: replace(getattr(self, n), enabled=False) for n in names})
-
 
 # -- the injection rewrite --------------------------------------------------------------------------
 

@@ -146,14 +146,6 @@ class RewardResult:
     guards: dict[str, dict] = field(default_factory=dict)
     judged_output: str | None = None
 
-    def to_json(self) -> dict:
-        out = {"reward": self.value, "components": self.components, "guards": self.guards}
-        if self.reason is not None:
-            out["reward_reason"] = self.reason
-        if self.judged_output is not None:
-            out["judged_output"] = self.judged_output
-        return out
-
 
 class Reward:
     """A judge plus a :class:`RewardConfig`: ``reward(items) -> [RewardResult]``, one judge call."""
