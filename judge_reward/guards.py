@@ -314,10 +314,11 @@ class InjectionPatterns:
         labels = sorted({*RATING_WORDS, *(t.lower() for t in aspect_titles)}, key=len, reverse=True)
         label = "|".join(re.escape(x) for x in labels)
         # "<label> (1-5): 4", "Score = 5/5", "coherence - 5 out of 5"; "rate it 5", "give this a 5/5",
+        # never a scoreline ("that mark 2-0 victory": no digit between label and separator, no "-<digit>" after),
         # "deserves a 5". A count in a sentence ("he scored 2 goals") is not a rating: the verbs that
         # take a bare number are the ones that address a rating (rate, grade), the others need "x/y".
         rating = re.compile(
-            rf"(?i)(?:\b(?:{label})\b[^\n.:=]{{0,24}}[:=\-]\s*\**\s*{NUMBER}\b(?:\s*(?:/|out of)\s*{NUMBER})?"
+            rf"(?i)(?:\b(?:{label})\b(?:\s*\(\s*{NUMBER}\s*(?:-|to)\s*{NUMBER}\s*\))?[^\n.:=\d]{{0,24}}(?::|=|\s-)\s*\**\s*{NUMBER}\b(?!-\d)(?:\s*(?:/|out of)\s*{NUMBER})?"
             rf"|\b(?:rate|grade)\s+(?:(?:it|this|that|me|the|this\s+\w+|the\s+\w+)\s+)?(?:as\s+)?(?:a\s+)?(?:perfect\s+)?{NUMBER}\b"
             rf"|\b(?:give|gives|given|deserves?|award|awarded|score|scored|earns?)\b[^\n.]{{0,30}}\b{NUMBER}\s*(?:/|out of)\s*{NUMBER}"
             rf"|\bdeserves?\s+(?:a|an)\s+(?:perfect\s+)?{NUMBER}\b)"

@@ -106,6 +106,8 @@ def test_injections_are_removed_and_counted(attack, where):
     "The company's credit rating fell to 3 notches above junk on Monday.",
     "Repairs will take four months and cost nine million pounds.",
     "The judge, 64, sentenced him to 5 years.",
+    "Steve Bruce nails that mark 2-0 victory over Hull.",  # a scoreline after a rating word (seen in a GRPO run)
+    "Final score: 3-1 to Arsenal.",
 ])
 def test_ordinary_news_sentences_are_kept(honest):
     assert neutralise(honest, PATTERNS) == (honest, [])
