@@ -104,27 +104,27 @@ def _messages(value: Any) -> list[dict] | None:
     return None
 
 
-def completion_text(value: Any, where: str = "completion") -> str:
-    """The judged output of a completion: the text itself, or the last assistant message of a chat
-    (the last message when none is marked ``assistant``); content given as parts is joined."""
+def _last_turn(value: Any, role: str, where: str) -> str:
+    """The text itself, or the content of a chat's last ``role`` message (its last message when no
+    message has that role)."""
     if isinstance(value, str):
         return value
     messages = _messages(value)
     if messages is None:
         raise TypeError(f"{where}: expected text or a list of chat messages, got {type(value).__name__}: {value!r:.80}")
-    replies = [m for m in messages if m.get("role") == "assistant"]
-    return _content(replies[-1] if replies else messages[-1], where)
+    turns = [m for m in messages if m.get("role") == role]
+    return _content(turns[-1] if turns else messages[-1], where)
+
+
+def completion_text(value: Any, where: str = "completion") -> str:
+    """The judged output of a completion: the text itself, or the last assistant message of a chat
+    (the last message when none is marked ``assistant``); content given as parts is joined."""
+    return _last_turn(value, "assistant", where)
 
 
 def prompt_source(value: Any, where: str = "prompt") -> str:
     """What a prompt offers as the judge's source: the text, or the last user message of a chat."""
-    if isinstance(value, str):
-        return value
-    messages = _messages(value)
-    if messages is None:
-        raise TypeError(f"{where}: expected text or a list of chat messages, got {type(value).__name__}: {value!r:.80}")
-    users = [m for m in messages if m.get("role") == "user"]
-    return _content(users[-1] if users else messages[-1], where)
+    return _last_turn(value, "user", where)
 
 
 # -- the reward ---------------------------------------------------------------------------------------
