@@ -19,12 +19,20 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, ClassVar, Optional, Union
 
 import numpy as np
+from pydantic import Field
 
-from judge_reward.aspects import ConfigError, read_yaml, resolve_config_path
-from judge_reward.judge import build_section
+from judge_reward.config import (
+    ConfigError,
+    Expect,
+    PositiveInt,
+    Section,
+    build_section,
+    read_yaml,
+    resolve_config_path,
+)
 
 from .data import CATEGORIES, LLM_NAME, Study, load_zhang2023, n_words
 from .scoring import TextScore, score_texts
@@ -34,56 +42,55 @@ JUDGE_KEYS = {"backend", "aspects_file", "method", "gptscore", "geval", "rating"
 LEVELS = ("judgement", "pair")
 MEAN = "mean"
 
+JudgeRef = Annotated[Union[str, dict], Expect("a config name, a path or a mapping")]
+AspectNames = Annotated[list[str], Expect("a list of aspect names")]
+ArticleLimit = Annotated[Optional[Annotated[int, Field(ge=2)]], Expect("an integer >= 2 or null")]
+
 
 @dataclass
-class WandbConfig:
+class WandbConfig(Section):
     """Weights & Biases logging of an audit (``WANDB_MODE=offline`` writes the run locally)."""
+
+    section_path: ClassVar[str] = "wandb"
 
     enabled: bool = False
     project: str = "judge-reward"
-    entity: str | None = None
-    name: str | None = None
+    entity: Optional[str] = None
+    name: Optional[str] = None
     """Run name; defaults to the report's name."""
     tags: list[str] = field(default_factory=lambda: ["bias-audit"])
 
 
 @dataclass
-class AuditConfig:
+class AuditConfig(Section):
     """One audit: which judge, which data, how the statistics are computed, where results go.
 
     YAML maps one-to-one onto this class (see ``judge_reward/configs/audit/``). A judge config file given
     where an audit config is expected is taken as ``judge:`` with every other field at its default.
     """
 
-    judge: Any = "default"
+    judge: JudgeRef = "default"
     """Judge config: a built-in name (``default``, ``geval_gemma``), a YAML path, or an inline mapping."""
-    name: str | None = None
+    name: Optional[str] = None
     """Report title; defaults to the config file's name."""
-    data: str | None = None
+    data: Optional[str] = None
     """The zhang2023 folder; default ``$JUDGE_REWARD_DATA/zhang2023`` or ``../shared/data/zhang2023``."""
-    aspects: list[str] | None = None
+    aspects: Optional[AspectNames] = None
     """Override the judge config's aspects. The audit's headline score is their mean."""
-    cache: str | None = None
+    cache: Optional[str] = None
     """sqlite file that keeps the judge's scores across runs (sets the judge's ``cache.path``): a
     re-run with other statistics settings then scores nothing."""
-    max_articles: int | None = None
+    max_articles: ArticleLimit = None
     """Audit only the first N articles (smoke runs); ``None`` for all 76."""
-    chunk_articles: int = 8
+    chunk_articles: PositiveInt = 8
     """Articles per judge call (progress granularity; each article's summaries stay together)."""
     stats: dict = field(default_factory=dict)
-    """:class:`~bias_audit.stats.StatsConfig` fields."""
+    """:class:`~bias_audit.stats.StatsConfig` fields (a mapping, so that overrides can be merged in;
+    :attr:`stats_config` is the section)."""
     wandb: dict = field(default_factory=dict)
-    """:class:`WandbConfig` fields."""
+    """:class:`WandbConfig` fields (a mapping; :attr:`wandb_config` is the section)."""
 
-    def __post_init__(self):
-        if not isinstance(self.judge, (str, dict)):
-            raise ConfigError(f"judge: expected a config name, a path or a mapping, got {self.judge!r}")
-        if self.aspects is not None and (not isinstance(self.aspects, list) or not all(isinstance(a, str) for a in self.aspects)):
-            raise ConfigError(f"aspects: expected a list of aspect names, got {self.aspects!r}")
-        if self.max_articles is not None and (not isinstance(self.max_articles, int) or self.max_articles < 2):
-            raise ConfigError(f"max_articles: expected an integer >= 2 or null, got {self.max_articles!r}")
-        if not isinstance(self.chunk_articles, int) or self.chunk_articles < 1:
-            raise ConfigError(f"chunk_articles: expected a positive integer, got {self.chunk_articles!r}")
+    def check(self) -> None:
         self.stats_config  # validate the nested sections now, not after the scoring
         self.wandb_config
 
@@ -98,13 +105,14 @@ class AuditConfig:
     @classmethod
     def from_yaml(cls, path: str | Path) -> "AuditConfig":
         given, path = str(path), resolve_config_path(path, "audit")
-        raw = read_yaml(path) or {}
+        raw = read_yaml(path)
+        raw = {} if raw is None else raw
         if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+            raise ConfigError(f"expected a mapping at the top level, got {type(raw).__name__}", file=str(path))
         if "judge" not in raw and raw.keys() & JUDGE_KEYS:
             raw = {"judge": given}  # a judge config: audit it with the default settings
         raw.setdefault("name", Path(path).stem)
-        return build_section(cls, raw, str(path))
+        return build_section(cls, raw, "", file=str(path))
 
 
 def build_judge(config: AuditConfig, overrides: dict | None = None):

@@ -22,10 +22,23 @@ import math
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, Optional
 
 import numpy as np
+from pydantic import Field
 from transformers import TrainerCallback
+
+from judge_reward.config import (
+    ConfigError,
+    Expect,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Section,
+    build_section,
+    read_yaml,
+    resolve_config_path,
+)
 
 from .data import HUMAN, LLM, HeldOutArticle, load_held_out_articles, load_zhang2023, n_words
 from .scoring import score_texts
@@ -33,7 +46,11 @@ from .scoring import score_texts
 log = logging.getLogger(__name__)
 
 ACTIONS = ("log", "warn", "stop")
+CHAT_TEMPLATE_USE = ("auto", "always", "never")
 PREFIX = "self_reinforcement"
+
+AuditCount = Annotated[int, Field(ge=2), Expect("an integer >= 2 audits")]
+ArticleCount = Annotated[int, Field(ge=2), Expect("an integer >= 2 (the rule needs a standard error)")]
 
 
 class SelfReinforcementWarning(UserWarning):
@@ -41,7 +58,7 @@ class SelfReinforcementWarning(UserWarning):
 
 
 @dataclass
-class RuleConfig:
+class RuleConfig(Section):
     """When to flag self-reinforcement; defaults justified in docs/bias_audit.md (simulated rates).
 
     The rule looks at the last ``window`` audits and fires when all of these hold:
@@ -57,108 +74,75 @@ class RuleConfig:
     for ``patience`` audits in a row.
     """
 
-    window: int = 6
-    min_rise_z: float = 3.0
-    min_rises: int | None = None
+    section_path: ClassVar[str] = "rule"
+
+    window: AuditCount = 6
+    min_rise_z: PositiveFloat = 3.0
+    min_rises: Optional[NonNegativeInt] = None
     """Default ``window - 2``: all consecutive changes but one must be rises."""
     max_agreement_gain: float = 0.02
     min_rise: float = 0.0
     """Also require an absolute rise of at least this much (in the judge's units); 0 disables it."""
-    patience: int = 1
+    patience: PositiveInt = 1
 
-    def __post_init__(self):
-        if not isinstance(self.window, int) or self.window < 2:
-            raise ValueError(f"rule.window: expected an integer >= 2 audits, got {self.window!r}")
+    def check(self) -> None:
         if self.min_rises is None:
             self.min_rises = max(self.window - 2, 1)
-        if not isinstance(self.min_rises, int) or not 0 <= self.min_rises <= self.window - 1:
-            raise ValueError(f"rule.min_rises: expected an integer in 0..{self.window - 1}, got {self.min_rises!r}")
-        if not isinstance(self.min_rise_z, (int, float)) or self.min_rise_z <= 0:
-            raise ValueError(f"rule.min_rise_z: expected a positive number, got {self.min_rise_z!r}")
-        if not isinstance(self.patience, int) or self.patience < 1:
-            raise ValueError(f"rule.patience: expected an integer >= 1, got {self.patience!r}")
-        if not isinstance(self.max_agreement_gain, (int, float)):
-            raise ValueError(f"rule.max_agreement_gain: expected a number, got {self.max_agreement_gain!r}")
+        if self.min_rises > self.window - 1:
+            raise ConfigError(f"expected an integer in 0..{self.window - 1}, got {self.min_rises!r}", field="min_rises")
 
 
 @dataclass
-class SelfReinforcementConfig:
+class SelfReinforcementConfig(Section):
     """What the monitor audits, how often, and what it does when the rule fires."""
 
-    every_n_steps: int = 50
+    every_n_steps: PositiveInt = 50
     """Audit every this many optimiser steps (plus once before training when ``audit_at_start``)."""
     audit_at_start: bool = True
     """Audit the untrained policy first: the baseline the trend starts from."""
-    action: str = "warn"
+    action: Literal[ACTIONS] = "warn"
     """``log`` (metrics only), ``warn`` (also a warning) or ``stop`` (also ``control.should_training_stop``)."""
-    rule: dict = field(default_factory=dict)
-    """:class:`RuleConfig` fields."""
-    data: str | None = None
+    rule: RuleConfig = field(default_factory=RuleConfig)
+    """:class:`RuleConfig` (or the mapping of its fields)."""
+    data: Optional[str] = None
     """The zhang2023 folder (default ``$JUDGE_REWARD_DATA/zhang2023`` or ``../shared/data/zhang2023``)."""
-    n_articles: int = 16
+    n_articles: ArticleCount = 16
     """Held-out audit articles: Zhang et al. articles that were never compared pairwise (33 exist)."""
-    agreement_pairs: int | None = 32
+    agreement_pairs: Optional[PositiveInt] = 32
     """Zhang et al. (article, writer) pairs for the agreement check (a seeded sample; ``None`` for all
     112). Scored once when the judge is fixed (its cache answers later audits)."""
     seed: int = 0
     prompt_template: str = (
         "Summarize the following news article in two or three sentences.\n\nArticle: {article}\n\nSummary:"
     )
-    chat_template: str = "auto"
+    chat_template: Literal[CHAT_TEMPLATE_USE] = "auto"
     """``auto``: send the prompt as a user turn when the tokenizer has a chat template; ``always``; ``never``."""
-    max_article_tokens: int = 768
+    max_article_tokens: PositiveInt = 768
     """Articles are cut to this many policy tokens before they go into the prompt."""
-    max_new_tokens: int = 96
-    generation_batch_size: int = 4
-    history_file: str | None = "self_reinforcement.json"
+    max_new_tokens: PositiveInt = 96
+    generation_batch_size: PositiveInt = 4
+    history_file: Optional[str] = "self_reinforcement.json"
     """Written to the trainer's ``output_dir`` after every audit; ``None`` to skip."""
     progress: bool = False
 
-    def __post_init__(self):
-        if self.action not in ACTIONS:
-            raise ValueError(f"action: unknown value {self.action!r}; choose one of {ACTIONS}")
-        if not isinstance(self.every_n_steps, int) or self.every_n_steps < 1:
-            raise ValueError(f"every_n_steps: expected a positive integer, got {self.every_n_steps!r}")
-        if not isinstance(self.n_articles, int) or self.n_articles < 2:
-            raise ValueError(f"n_articles: expected an integer >= 2 (the rule needs a standard error), got {self.n_articles!r}")
-        if self.agreement_pairs is not None and (not isinstance(self.agreement_pairs, int) or self.agreement_pairs < 1):
-            raise ValueError(f"agreement_pairs: expected a positive integer or null, got {self.agreement_pairs!r}")
-        if self.chat_template not in ("auto", "always", "never"):
-            raise ValueError(f"chat_template: expected auto, always or never, got {self.chat_template!r}")
+    def check(self) -> None:
         if "{article}" not in self.prompt_template:
-            raise ValueError(f"prompt_template: must contain {{article}}, got {self.prompt_template!r}")
-        for name in ("max_article_tokens", "max_new_tokens", "generation_batch_size"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {v!r}")
-        self.rule_config  # validate now
+            raise ConfigError(f"must contain {{article}}, got {self.prompt_template!r}", field="prompt_template")
 
     @property
     def rule_config(self) -> RuleConfig:
-        if not isinstance(self.rule, dict):
-            raise ValueError(f"rule: expected a mapping, got {self.rule!r}")
-        known = set(RuleConfig.__dataclass_fields__)
-        unknown = sorted(set(self.rule) - known)
-        if unknown:
-            raise ValueError(f"rule: unknown field(s) {unknown}; known: {sorted(known)}")
-        return RuleConfig(**self.rule)
+        return self.rule
 
     @classmethod
     def from_yaml(cls, path) -> "SelfReinforcementConfig":
-        from judge_reward.aspects import ConfigError, read_yaml, resolve_config_path
-
+        """A monitor config file (a path or a built-in name under ``configs/audit/``); its fields may sit
+        under a top-level ``monitor:`` key."""
         path = resolve_config_path(path, "audit")
-        raw = read_yaml(path) or {}
-        raw = raw.get("monitor", raw) if isinstance(raw, dict) else raw
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: expected a mapping, got {type(raw).__name__}")
-        unknown = sorted(set(raw) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ConfigError(f"{path}: unknown field(s) {unknown}; known: {sorted(cls.__dataclass_fields__)}")
-        try:
-            return cls(**raw)
-        except ValueError as err:
-            raise ConfigError(f"{path}: {err}") from None
+        raw = read_yaml(path)
+        where = ""
+        if isinstance(raw, dict) and "monitor" in raw:
+            raw, where = raw["monitor"], "monitor"
+        return build_section(cls, raw, where, file=str(path))
 
 
 # -- the audit sets ------------------------------------------------------------------------------

@@ -16,45 +16,42 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Annotated, Callable, ClassVar
 
 import numpy as np
+from pydantic import Field
 from scipy import stats as sps
 
+from judge_reward.config import Expect, Section
 from judge_reward.metaeval.significance import percentile_interval
 
 from .data import CATEGORIES, HUMAN, LLM, TIE
 
 
-@dataclass
-class StatsConfig:
-    """How the audit's numbers are computed."""
+Resamples = Annotated[int, Field(ge=100), Expect("an integer >= 100")]
+Level = Annotated[float, Field(gt=0.5, lt=1), Expect("a level in (0.5, 1)")]
+AtLeastZero = Annotated[float, Field(ge=0), Expect("a number >= 0")]
 
-    n_resamples: int = 2000
+
+@dataclass
+class StatsConfig(Section):
+    """How the audit's numbers are computed (the ``stats:`` section of an audit config)."""
+
+    section_path: ClassVar[str] = "stats"
+
+    n_resamples: Resamples = 2000
     """Cluster-bootstrap resamples (articles drawn with replacement)."""
-    n_permutations: int = 4000
+    n_permutations: Resamples = 4000
     """Random article flips for the self-preference test (its p-value's resolution is 1/(n+1))."""
-    confidence: float = 0.95
+    confidence: Level = 0.95
     """Two-sided level of every interval. The self-preference flag is a one-sided test at
     alpha = (1 - confidence) / 2, 2.5% by default (the same evidence as a lower bound above 0)."""
     seed: int = 0
-    tie_margin: float = 0.0
+    tie_margin: AtLeastZero = 0.0
     """The judge prefers a summary only when the score gap exceeds this (in the judge's units)."""
-    length_match_words: float = 5
+    length_match_words: AtLeastZero = 5
     """The length-matched self-preference figure uses comparisons whose summaries differ by at
     most this many words (about 30% of the Zhang et al. judgements at 5)."""
-
-    def __post_init__(self):
-        if not isinstance(self.n_resamples, int) or self.n_resamples < 100:
-            raise ValueError(f"stats.n_resamples: expected an integer >= 100, got {self.n_resamples!r}")
-        if not isinstance(self.n_permutations, int) or self.n_permutations < 100:
-            raise ValueError(f"stats.n_permutations: expected an integer >= 100, got {self.n_permutations!r}")
-        if not 0.5 < self.confidence < 1:
-            raise ValueError(f"stats.confidence: expected a level in (0.5, 1), got {self.confidence!r}")
-        if not isinstance(self.length_match_words, (int, float)) or self.length_match_words < 0:
-            raise ValueError(f"stats.length_match_words: expected a number >= 0, got {self.length_match_words!r}")
-        if not isinstance(self.tie_margin, (int, float)) or self.tie_margin < 0:
-            raise ValueError(f"stats.tie_margin: expected a number >= 0, got {self.tie_margin!r}")
 
 
 @dataclass

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from judge_reward.config import Section
+
 from .stats import PairedRows, StatsConfig, self_preference_test
 
 
 @dataclass
-class SyntheticConfig:
+class SyntheticConfig(Section):
     """The shape of a synthetic study and the judge that scores it."""
 
     n_articles: int = 76

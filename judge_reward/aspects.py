@@ -24,21 +24,25 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from importlib.resources import files
-from pathlib import Path, PurePosixPath
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
 
-import yaml
+from pydantic import Field
 
 from .candidates import format_value
+from .config import (  # noqa: F401 (CONFIG_DIR, ConfigError re-exported)
+    CONFIG_DIR,
+    ConfigError,
+    Expect,
+    PositiveFloat,
+    Section,
+    Text,
+    build_section,
+    read_yaml,
+    resolve_config_path,
+)
 
-CONFIG_DIR = Path(str(files("judge_reward") / "configs"))
-"""The built-in configs (``judges/``, ``aspects/``, ``audit/``, ``train/``), shipped as package data."""
 TASKS = ("summarization", "dialogue", "data_to_text", "translation", "generic")
-
-
-class ConfigError(ValueError):
-    """A configuration file or value is malformed; the message names the field and the value."""
 
 
 @dataclass(frozen=True)
@@ -49,29 +53,8 @@ class Scale:
 
     @classmethod
     def from_config(cls, raw: Any, where: str) -> "Scale":
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{where}: expected a mapping like {{min: 1, max: 5}}, got {raw!r}")
-        if "values" in raw:
-            values = raw["values"]
-            if not isinstance(values, list) or not values:
-                raise ConfigError(f"{where}.values: expected a non-empty list of numbers, got {values!r}")
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-                raise ConfigError(f"{where}.values: every value must be a number, got {values!r}")
-            if len(set(values)) != len(values):
-                raise ConfigError(f"{where}.values: values must be distinct, got {values!r}")
-            return cls(tuple(sorted(float(v) for v in values)))
-        lo, hi, step = raw.get("min"), raw.get("max"), raw.get("step", 1)
-        for key, v in (("min", lo), ("max", hi), ("step", step)):
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise ConfigError(f"{where}.{key}: expected a number, got {v!r}")
-        if step <= 0:
-            raise ConfigError(f"{where}.step: must be positive, got {step!r}")
-        if hi < lo:
-            raise ConfigError(f"{where}: max ({hi!r}) is below min ({lo!r}); the scale has no candidates")
-        count = int(round((hi - lo) / step)) + 1
-        if count > 1001:
-            raise ConfigError(f"{where}: {count} candidate values is too many to score (at most 1001)")
-        return cls(tuple(float(lo + i * step) for i in range(count)))
+        """A scale from its YAML form (``{min: 1, max: 5, step: 1}`` or ``{values: [0, 1]}``)."""
+        return build_section(ScaleSection, raw, where).scale()
 
     @property
     def low(self) -> float:
@@ -140,50 +123,71 @@ class AspectSet:
         return [self.get(n) for n in names]
 
 
-def resolve_config_path(name_or_path: str | Path, kind: str) -> Path:
-    """A path that exists, as given; else a built-in name: ``<kind>/<name>.yaml`` in the package's configs.
-
-    A path spelt from the repository root as before configs moved into the package
-    (``configs/judges/default.yaml``) that does not exist maps onto the packaged file, so old
-    commands keep working from any directory.
-    """
-    path = Path(name_or_path)
-    if path.exists():
-        return path
-    parts = PurePosixPath(str(name_or_path).replace("\\", "/")).parts
-    if len(parts) > 1 and parts[0] == "configs":
-        packaged = CONFIG_DIR.joinpath(*parts[1:])
-        if packaged.is_file():
-            return packaged
-    builtin = CONFIG_DIR / kind / f"{name_or_path}.yaml"
-    if builtin.is_file():
-        return builtin
-    known = sorted(p.stem for p in (CONFIG_DIR / kind).glob("*.yaml"))
-    raise ConfigError(f"{kind}: no file {str(name_or_path)!r} and no built-in of that name (built-ins: {known})")
+Number = Annotated[float, Field(allow_inf_nan=False), Expect("a number")]
 
 
-def read_yaml(path: str | Path) -> Any:
-    """The YAML document in ``path``; a mistake is one line naming the file (and line and column)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not valid UTF-8 (byte {err.start + 1})") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(f"{where}: not valid YAML ({problem})") from None
+@dataclass
+class ScaleSection(Section):
+    """An aspect's ``scale:``: either ``values`` or ``min``/``max`` (and ``step``)."""
+
+    values: Optional[list[Number]] = None
+    min: Optional[Number] = None
+    max: Optional[Number] = None
+    step: PositiveFloat = 1.0
+
+    def check(self) -> None:
+        if self.values is not None:
+            if not self.values:
+                raise ConfigError(f"expected a non-empty list of numbers, got {self.values!r}", field="values")
+            if len(set(self.values)) != len(self.values):
+                raise ConfigError(f"values must be distinct, got {self.values!r}", field="values")
+            return
+        for key in ("min", "max"):
+            if getattr(self, key) is None:
+                raise ConfigError("required field is missing (or give values: [...])", field=key)
+        if self.max < self.min:
+            raise ConfigError(f"max ({self.max!r}) is below min ({self.min!r}); the scale has no candidates")
+        if self.count() > 1001:
+            raise ConfigError(f"{self.count()} candidate values is too many to score (at most 1001)")
+
+    def count(self) -> int:
+        return int(round((self.max - self.min) / self.step)) + 1
+
+    def scale(self) -> Scale:
+        if self.values is not None:
+            return Scale(tuple(sorted(float(v) for v in self.values)))
+        return Scale(tuple(float(self.min + i * self.step) for i in range(self.count())))
 
 
-def _text(raw: dict, key: str, where: str, default: str | None = None) -> str:
-    value = raw.get(key, default)
-    if value is None:
-        raise ConfigError(f"{where}.{key}: required field is missing")
-    if not isinstance(value, str):
-        raise ConfigError(f"{where}.{key}: expected text, got {value!r}")
-    return value.strip()
+@dataclass
+class AspectSection(Section):
+    """One entry of an aspect file's ``aspects:``; unset texts come from the file's top level."""
+
+    definition: Text
+    scale: ScaleSection
+    criteria: Optional[str] = None
+    steps: list[str] = field(default_factory=list)
+    quality: Optional[str] = None
+    task_introduction: Optional[str] = None
+    source_label: Optional[str] = None
+    output_label: Optional[str] = None
+    reference_label: Optional[str] = None
+
+
+@dataclass
+class AspectFile(Section):
+    """An aspect file (see the module docstring)."""
+
+    aspects: dict[str, dict]
+    task: Literal[TASKS] = "generic"
+    task_introduction: str = ""
+    source_label: str = "Source"
+    output_label: str = "Response"
+    reference_label: str = "Reference"
+
+    def check(self) -> None:
+        if not self.aspects:
+            raise ConfigError("expected a non-empty mapping of aspect name to definition", field="aspects")
 
 
 def load_aspects(name_or_path: str | Path) -> AspectSet:
@@ -191,41 +195,21 @@ def load_aspects(name_or_path: str | Path) -> AspectSet:
     path = resolve_config_path(name_or_path, "aspects")
     raw = read_yaml(path)
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
-    task = raw.get("task", "generic")
-    if task not in TASKS:
-        raise ConfigError(f"{path}: task: unknown task {task!r}; expected one of {TASKS}")
-    shared = {
-        "task_introduction": _text(raw, "task_introduction", str(path), ""),
-        "source_label": _text(raw, "source_label", str(path), "Source"),
-        "output_label": _text(raw, "output_label", str(path), "Response"),
-        "reference_label": _text(raw, "reference_label", str(path), "Reference"),
-    }
-    entries = raw.get("aspects")
-    if not isinstance(entries, dict) or not entries:
-        raise ConfigError(f"{path}: aspects: expected a non-empty mapping of aspect name to definition")
+        raise ConfigError(f"expected a mapping at the top level, got {type(raw).__name__}", file=str(path))
+    top = build_section(AspectFile, raw, file=str(path))
+    shared = ("task_introduction", "source_label", "output_label", "reference_label")
     aspects = {}
-    for name, spec in entries.items():
-        where = f"{path}: aspects.{name}"
-        if not isinstance(spec, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {spec!r}")
-        unknown = set(spec) - {"definition", "scale", "criteria", "steps", "quality", *shared}
-        if unknown:
-            raise ConfigError(f"{where}: unknown field(s) {sorted(unknown)}")
-        if "scale" not in spec:
-            raise ConfigError(f"{where}.scale: required field is missing")
-        steps = spec.get("steps") or []
-        if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
-            raise ConfigError(f"{where}.steps: expected a list of strings, got {steps!r}")
-        definition = _text(spec, "definition", where)
+    for name, spec in top.aspects.items():
+        entry = build_section(AspectSection, spec, f"aspects.{name}", file=str(path))
+        texts = {k: (getattr(entry, k) if getattr(entry, k) is not None else getattr(top, k)).strip() for k in shared}
         aspects[name] = Aspect(
             name=name,
-            definition=definition,
-            scale=Scale.from_config(spec["scale"], f"{where}.scale"),
-            criteria=_text(spec, "criteria", where, definition),
-            steps=tuple(s.strip() for s in steps),
-            quality=_text(spec, "quality", where, name.replace("_", " ")),
-            task=task,
-            **{k: _text(spec, k, where, v) for k, v in shared.items()},
+            definition=entry.definition.strip(),
+            scale=entry.scale.scale(),
+            criteria=(entry.criteria if entry.criteria is not None else entry.definition).strip(),
+            steps=tuple(s.strip() for s in entry.steps),
+            quality=(entry.quality if entry.quality is not None else name.replace("_", " ")).strip(),
+            task=top.task,
+            **texts,
         )
-    return AspectSet(str(path), task, aspects)
+    return AspectSet(str(path), top.task, aspects)

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import yaml
 
-from .aspects import Aspect, ConfigError
+from .aspects import Aspect
 from .backends.base import GenerationRequest, JudgeBackend
+from .config import ConfigError, read_yaml
 from .prompts.geval import build_steps_prompt, criteria_block
 
 MAX_STEPS = 8
@@ -57,11 +58,14 @@ class StepsStore:
     def load(cls, path: str | Path) -> "StepsStore":
         path = Path(path)
         if not path.exists():
-            raise ConfigError(f"steps_file: {str(path)!r} does not exist (create it with `judge-reward steps`)")
-        raw = yaml.safe_load(path.read_text()) or {}
+            raise ConfigError(f"{str(path)!r} does not exist (create it with `judge-reward steps`)", field="steps_file")
+        raw = read_yaml(path)
+        raw = {} if raw is None else raw
+        if not isinstance(raw, dict):
+            raise ConfigError(f"expected a mapping at the top level, got {type(raw).__name__}", file=str(path))
         entries = raw.get("aspects")
         if not isinstance(entries, dict):
-            raise ConfigError(f"{path}: aspects: expected a mapping of aspect name to generated steps")
+            raise ConfigError("expected a mapping of aspect name to generated steps", field="aspects", file=str(path))
         return cls(str(path), raw.get("model", ""), entries)
 
     def steps_for(self, aspect: Aspect) -> tuple[str, ...]:

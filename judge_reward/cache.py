@@ -13,17 +13,21 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar, Optional
 
+from .config import Section
 from .methods.base import Item, Score
 
 
 @dataclass
-class CacheConfig:
-    """Judgment cache settings."""
+class CacheConfig(Section):
+    """Judgment cache settings (a judge config's ``cache:`` section)."""
+
+    section_path: ClassVar[str] = "cache"
 
     memory: bool = True
     """Keep judgments in memory for the life of the judge."""
-    path: str | None = None
+    path: Optional[str] = None
     """sqlite file to persist judgments across runs (``None``: memory only)."""
 
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Literal, Optional, Sequence
 
-from .aspects import Aspect, AspectSet, ConfigError, load_aspects, read_yaml, resolve_config_path
+from .aspects import Aspect, AspectSet, load_aspects
+from .config import ConfigError, Section, build_section, check_known_fields, load_section  # noqa: F401
 from .backends.base import JudgeBackend
 from .cache import CacheConfig, JudgmentCache, judgment_key
 from .methods.base import Item, Score
@@ -32,73 +33,44 @@ METHODS = ("gptscore", "geval", "rating")
 BACKENDS = ("hf", "openai")
 
 
-def check_known_fields(cls, raw: dict, where: str) -> None:
-    """Reject keys of ``raw`` that are not fields of the dataclass ``cls``, listing the known ones."""
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(f"{where}: unknown field(s) {unknown}; known: {sorted(known)}")
-
-
-def build_section(cls, raw: Any, where: str):
-    """Construct a config dataclass from a mapping, naming the section and field on any error.
-
-    A :class:`ConfigError` raised by the dataclass itself already names its field in full and
-    passes through unchanged; any other ``TypeError``/``ValueError`` is prefixed with ``where``.
-    """
-    if raw is None:
-        return cls()
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {raw!r}")
-    check_known_fields(cls, raw, where)
-    try:
-        return cls(**raw)
-    except ConfigError:
-        raise
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"{where}: {err}") from None
-
-
 @dataclass
-class JudgeConfig:
+class JudgeConfig(Section):
     """Everything that defines a judge (see the module docstring for the YAML form)."""
 
     backend: dict = field(default_factory=lambda: {"kind": "hf"})
     """``kind: hf`` (:class:`~judge_reward.backends.hf.HFBackendConfig` fields) or ``kind: openai``."""
     aspects_file: str = "summeval"
-    aspects: list[str] | None = None
-    method: str = "gptscore"
-    gptscore: dict = field(default_factory=dict)
-    geval: dict = field(default_factory=dict)
-    rating: dict = field(default_factory=dict)
-    cache: dict = field(default_factory=dict)
-    reward: dict = field(default_factory=dict)
+    aspects: Optional[list[str]] = None
+    method: Literal[METHODS] = "gptscore"
+    gptscore: Optional[dict] = field(default_factory=dict)
+    geval: Optional[dict] = field(default_factory=dict)
+    rating: Optional[dict] = field(default_factory=dict)
+    cache: Optional[dict] = field(default_factory=dict)
+    reward: Optional[dict] = field(default_factory=dict)
     """How scores become one reward (:class:`~judge_reward.reward.RewardConfig` fields: aspects,
     weights, normalise, partial, guards); what ``judge-reward score``, the service and the TRL reward
     functions built from this config all return."""
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "JudgeConfig":
-        path = resolve_config_path(path, "judges")
-        return build_section(cls, read_yaml(path) or {}, str(path))
+        return load_section(cls, path, "judges")
 
-    def __post_init__(self):
-        if self.method not in METHODS:
-            raise ConfigError(f"method: unknown value {self.method!r}; choose one of {METHODS}")
-        kind = self.backend.get("kind", "hf") if isinstance(self.backend, dict) else None
+    def check(self) -> None:
+        for name in ("gptscore", "geval", "rating", "cache", "reward"):  # an empty YAML section reads as null
+            if getattr(self, name) is None:
+                setattr(self, name, {})
+        kind = self.backend.get("kind", "hf")
         if kind not in BACKENDS:
-            raise ConfigError(f"backend.kind: unknown value {kind!r}; choose one of {BACKENDS}")
-        if self.reward is None:
-            self.reward = {}
+            raise ConfigError(f"unknown value {kind!r}; choose one of {BACKENDS}", field="backend.kind")
         from .reward import RewardConfig
 
-        RewardConfig.from_dict(self.reward)  # a bad reward section fails when the config loads
+        build_section(RewardConfig, self.reward, "reward")  # a bad reward section fails when the config loads
 
     def validate(self, methods: Sequence[str] = ()) -> list[Aspect]:
         """Check everything a :class:`Judge` needs except the model (which takes seconds to minutes to
         load): the fields changed since construction, the aspects, the sections of ``self.method`` and
         of ``methods``, the cache and the backend sections. Returns the selected aspects."""
-        self.__post_init__()
+        self.__post_init__()  # fields changed since construction are checked again
         aspects = load_aspects(self.aspects_file).select(self.aspects)
         for name in dict.fromkeys([self.method, *methods]):
             build_method(name, self)

@@ -26,9 +26,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Annotated, Any, ClassVar, Literal, Optional, Sequence
 
-from .aspects import Aspect, ConfigError
+from pydantic import Field
+
+from .aspects import Aspect
+from .config import ConfigError, Expect, Section, Weight, build_section
 from .guards import GuardReport, GuardsConfig, InjectionPatterns, SourceStats, apply_guards, neutralise
 from .methods.base import Item, Score
 
@@ -41,46 +44,40 @@ log-prob) * (high - low)``), so rewards from different methods are comparable.""
 
 PARTIAL = ("fail", "renormalise")
 
+AspectWeights = Annotated[dict[str, Weight], Field(min_length=1), Expect("a mapping aspect -> weight")]
+"""Aspect -> weight of a combined reward (the reward section's ``weights``, the service's override)."""
+
+
+def check_weights(weights: dict[str, float] | None, field: str) -> None:
+    if weights is not None and sum(weights.values()) <= 0:
+        raise ConfigError(f"at least one weight must be positive, got {weights!r}", field=field)
+
 
 @dataclass
-class RewardConfig:
+class RewardConfig(Section):
     """How judge scores become one reward per item (the ``reward:`` section of a judge config)."""
 
-    aspects: list[str] | None = None
+    section_path: ClassVar[str] = "reward"
+
+    aspects: Optional[Annotated[list[str], Field(min_length=1), Expect("a non-empty list of aspect names")]] = None
     """Aspects to score; default: every aspect of the judge's config."""
-    weights: dict[str, float] | None = None
+    weights: Optional[AspectWeights] = None
     """Aspect -> weight of the combined reward (normalised to sum to 1); default: equal weights."""
-    normalise: str = "unit"
+    normalise: Literal[NORMALISATIONS] = "unit"
     """One of :data:`NORMALISATIONS`."""
-    method: str | None = None
+    method: Optional[str] = None
     """Judge method to use (``gptscore``, ``geval``, ``rating``); default: the judge config's."""
-    partial: str = "fail"
+    partial: Literal[PARTIAL] = "fail"
     """When some aspects of an item fail: ``fail`` returns ``None``; ``renormalise`` averages
     the aspects that succeeded (re-weighted). An item whose every aspect failed is always ``None``."""
-    guards: Any = None
+    guards: GuardsConfig = field(default_factory=GuardsConfig)
     """:class:`~judge_reward.guards.GuardsConfig` or its mapping form; default: no guard."""
 
-    def __post_init__(self):
-        if self.normalise not in NORMALISATIONS:
-            raise ConfigError(f"reward.normalise: unknown value {self.normalise!r}; choose one of {NORMALISATIONS}")
-        if self.partial not in PARTIAL:
-            raise ConfigError(f"reward.partial: unknown value {self.partial!r}; choose one of {PARTIAL}")
-        if self.aspects is not None and (not isinstance(self.aspects, list) or not self.aspects):
-            raise ConfigError(f"reward.aspects: expected a non-empty list of aspect names, got {self.aspects!r}")
-        if self.weights is not None:
-            if not isinstance(self.weights, dict) or not self.weights:
-                raise ConfigError(f"reward.weights: expected a mapping aspect -> weight, got {self.weights!r}")
-            for aspect, w in self.weights.items():
-                if not isinstance(w, (int, float)) or isinstance(w, bool) or not math.isfinite(w) or w < 0:
-                    raise ConfigError(f"reward.weights.{aspect}: expected a non-negative number, got {w!r}")
-            if sum(self.weights.values()) <= 0:
-                raise ConfigError(f"reward.weights: at least one weight must be positive, got {self.weights!r}")
-        self.guards = GuardsConfig.from_dict(self.guards)
+    def check(self) -> None:
+        check_weights(self.weights, "weights")
 
     @classmethod
-    def from_dict(cls, raw: Any, where: str = "reward") -> "RewardConfig":
-        from .judge import build_section
-
+    def from_dict(cls, raw: Any, where: str | None = None) -> "RewardConfig":
         return build_section(cls, raw, where)
 
 

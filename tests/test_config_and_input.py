@@ -34,7 +34,7 @@ def test_builtin_aspect_files_load():
     ("aspects: {coh: {definition: d, scale: {values: []}}}", "non-empty list"),
     ("aspects: {coh: {definition: d, scale: {min: one, max: 5}}}", "min: expected a number, got 'one'"),
     ("aspects: {coh: {definition: d, scale: {min: 1, max: 5}, colour: red}}", "unknown field"),
-    ("task: poetry\naspects: {coh: {definition: d, scale: {min: 1, max: 5}}}", "unknown task 'poetry'"),
+    ("task: poetry\naspects: {coh: {definition: d, scale: {min: 1, max: 5}}}", "task: unknown value 'poetry'"),
     ("aspects: {coh: {scale: {min: 1, max: 5}}}", "coh.definition: required"),
 ])
 def test_malformed_aspect_yaml(tmp_path, text, message):
@@ -94,25 +94,40 @@ def test_cache_makes_rescoring_free_and_persists(tmp_path):
 
 
 def test_build_section_names_the_field_once():
-    """Errors from the dataclass itself already name their field; others get the section prefix."""
-    from dataclasses import dataclass
+    """A section's errors name the field relative to it; build_section puts the section's path in
+    front exactly once, nested sections included, and a section built directly uses its own path."""
+    from dataclasses import dataclass, field
+    from typing import ClassVar
 
-    from judge_reward.aspects import ConfigError
-    from judge_reward.judge import build_section
+    from judge_reward.config import ConfigError, PositiveInt, Section, build_section
 
     @dataclass
-    class Section:
-        size: int = 1
+    class Inner(Section):
+        section_path: ClassVar[str] = "policy.inner"
+        size: PositiveInt = 1
 
-        def __post_init__(self):
-            if self.size < 1:
-                raise ConfigError(f"policy.size: expected a positive integer, got {self.size!r}")
+        def check(self):
             if self.size > 100:
-                raise ValueError(f"size: {self.size} is too large")
+                raise ConfigError(f"{self.size} is too large", field="size")
+
+    @dataclass
+    class Outer(Section):
+        size: PositiveInt = 1
+        inner: Inner = field(default_factory=Inner)
+
+        def check(self):
+            if self.size > 100:
+                raise ConfigError(f"size: {self.size} is too large")
 
     with pytest.raises(ConfigError, match=r"^policy\.size: expected a positive integer, got 0$"):
-        build_section(Section, {"size": 0}, "policy")
+        build_section(Outer, {"size": 0}, "policy")
     with pytest.raises(ConfigError, match=r"^policy: size: 500 is too large$"):
-        build_section(Section, {"size": 500}, "policy")
+        build_section(Outer, {"size": 500}, "policy")
     with pytest.raises(ConfigError, match=r"^policy: unknown field\(s\) \['sise'\]"):
-        build_section(Section, {"sise": 2}, "policy")
+        build_section(Outer, {"sise": 2}, "policy")
+    with pytest.raises(ConfigError, match=r"^f.yaml: policy\.inner\.size: 500 is too large$"):
+        build_section(Outer, {"inner": {"size": 500}}, "policy", file="f.yaml")
+    with pytest.raises(ConfigError, match=r"^policy\.inner\.size: expected a positive integer, got True$"):
+        Inner(size=True)  # built directly: named by its usual path; a bool is not an integer
+    with pytest.raises(ConfigError, match=r"^inner\.size: expected a positive integer, got '3'$"):
+        Outer(inner={"size": "3"})

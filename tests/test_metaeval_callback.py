@@ -115,5 +115,5 @@ def test_callback_input_checks(probe):
         CorrelationCallback(object(), probe)
     with pytest.raises(KeyError, match="aspect 'humour' is not rated"):
         CorrelationCallback(OverlapJudge(), probe, CorrelationCallbackConfig(aspects=("humour",)))
-    with pytest.raises(ValueError, match="every_n_steps=0"):
+    with pytest.raises(ValueError, match=r"every_n_steps: expected a positive integer, got 0"):
         CorrelationCallbackConfig(every_n_steps=0)

@@ -111,7 +111,7 @@ def test_input_errors_name_the_problem():
         evaluate({"baseline": metrics["baseline"][:-1]}, human, groups)
     with pytest.raises(ValueError, match="has scores for none of the aspects"):
         evaluate({"judge": {"style": [1.0] * 50}}, human, groups)
-    with pytest.raises(ValueError, match="level 'document'"):
+    with pytest.raises(ValueError, match=r"levels\[0\]: unknown value 'document'"):
         MetaEvalConfig(levels=("document",))
     with pytest.raises(ValueError, match="systems: 3 values for 50 items"):
         evaluate(metrics, human, groups, ["a", "b", "c"])

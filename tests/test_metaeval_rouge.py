@@ -36,7 +36,7 @@ def test_rouge_input_errors():
         rouge_scores(["a"], ["a single string"])
     with pytest.raises(ValueError, match="differ in length"):
         rouge_scores(["a", "b"], [["a"]])
-    with pytest.raises(ValueError, match="unknown ROUGE type 'rouge3'"):
+    with pytest.raises(ValueError, match=r"types\[0\]: unknown value 'rouge3'"):
         RougeConfig(types=("rouge3",))
 
 

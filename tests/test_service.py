@@ -471,9 +471,9 @@ def test_service_config_defaults_and_errors():
     assert not _is_loopback("0.0.0.0")
     for kwargs, words in [
         ({"max_batch_size": 0}, "max_batch_size: expected a positive integer, got 0"),
-        ({"max_wait_ms": -1}, "max_wait_ms: expected a number >= 0, got -1"),
+        ({"max_wait_ms": -1}, "max_wait_ms: expected a non-negative number, got -1"),
         ({"max_queue_items": 10, "max_request_items": 20}, "max_queue_items: 10 is below max_request_items (20)"),
-        ({"reward_weights": {"coherence": -1}}, "reward_weights.coherence: expected a finite weight >= 0, got -1"),
+        ({"reward_weights": {"coherence": -1}}, "reward_weights.coherence: expected a non-negative number, got -1"),
         ({"failure_reward": float("nan")}, "failure_reward: expected a finite number"),
         ({"token": " "}, "token: expected a non-empty string"),
         ({"port": 70000}, "port: expected 0..65535, got 70000"),

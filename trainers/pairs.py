@@ -23,16 +23,15 @@ candidates yields no pair.
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, ClassVar, Literal, Optional, Sequence
 
 from tqdm.auto import tqdm
 
 from judge_reward import Item, Judge
-from judge_reward.aspects import ConfigError
+from judge_reward.config import ConfigError, NonNegativeFloat, PositiveInt, Section
 
 from .reward import JudgeReward, JudgeRewardConfig, message_text, prompt_source
 
@@ -41,8 +40,10 @@ PAIRS = ("best_worst", "all")
 
 
 @dataclass
-class PairLabelConfig:
+class PairLabelConfig(Section):
     """How preference pairs are picked from judged candidates."""
+
+    section_path: ClassVar[str] = "label"
 
     prompt_column: str = "prompt"
     completions_column: str = "completions"
@@ -50,14 +51,14 @@ class PairLabelConfig:
     source_column: str = "source"
     """Text the candidates are judged against; default: the prompt (its last user message)."""
     reference_column: str = "reference"
-    human_column: str | None = None
+    human_column: Optional[str] = None
     """Optional column with a human score per candidate (numbers, or dicts aspect -> score whose mean
     is used); the chosen/rejected human scores are then kept and agreement is reported."""
-    mode: str = "pointwise"
+    mode: Literal[MODES] = "pointwise"
     """``pointwise`` or ``pairwise`` (see the module docstring)."""
-    pairs: str = "best_worst"
+    pairs: Literal[PAIRS] = "best_worst"
     """``best_worst``: one pair per row; ``all``: every candidate pair whose margin passes."""
-    min_margin: float = 0.0
+    min_margin: NonNegativeFloat = 0.0
     """Smallest score difference (pointwise, reward units) or preference (pairwise, in [-1, 1])."""
     swap: bool = True
     """Pairwise: judge both orders of every pair and average them (position debiasing)."""
@@ -69,22 +70,12 @@ class PairLabelConfig:
     second_label: str = "Summary B"
     reward: JudgeRewardConfig = field(default_factory=JudgeRewardConfig)
     """Pointwise: how candidate scores become rewards (aspects, weights, normalisation)."""
-    chunk_rows: int = 8
+    chunk_rows: PositiveInt = 8
     """Rows per judge call (a row's candidates share their source, so the judge shares its prefix)."""
 
-    def __post_init__(self):
-        if isinstance(self.reward, dict):
-            self.reward = JudgeRewardConfig(**self.reward)
-        if self.mode not in MODES:
-            raise ConfigError(f"label.mode: unknown value {self.mode!r}; choose one of {MODES}")
-        if self.pairs not in PAIRS:
-            raise ConfigError(f"label.pairs: unknown value {self.pairs!r}; choose one of {PAIRS}")
-        if not isinstance(self.min_margin, (int, float)) or not math.isfinite(self.min_margin) or self.min_margin < 0:
-            raise ConfigError(f"label.min_margin: expected a non-negative number, got {self.min_margin!r}")
+    def check(self) -> None:
         if self.mode == "pairwise" and self.min_margin > 1:
-            raise ConfigError(f"label.min_margin: pairwise preferences lie in [-1, 1], got {self.min_margin!r}")
-        if not isinstance(self.chunk_rows, int) or self.chunk_rows < 1:
-            raise ConfigError(f"label.chunk_rows: expected a positive integer, got {self.chunk_rows!r}")
+            raise ConfigError(f"pairwise preferences lie in [-1, 1], got {self.min_margin!r}", field="min_margin")
 
 
 def _as_completion(candidate: Any, conversational: bool) -> Any:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import ClassVar, Iterable
 
 import torch
 
-from judge_reward.aspects import ConfigError
+from judge_reward.config import ConfigError, PositiveInt, Section
 
 # A minimal chat template (user/assistant turns, generation prompt) for conversational datasets.
 CHAT_TEMPLATE = (
@@ -25,27 +25,25 @@ CHAT_TEMPLATE = (
 
 
 @dataclass
-class PolicyConfig:
-    """Which policy to train."""
+class PolicyConfig(Section):
+    """Which policy to train (the ``policy:`` section of a training run)."""
+
+    section_path: ClassVar[str] = "policy"
 
     model: str = "tiny"
     """``tiny`` (random Llama built in-process) or a local Hugging Face model directory."""
-    vocab_size: int = 2000
+    vocab_size: PositiveInt = 2000
     """Tiny only: BPE vocabulary trained on the prompts."""
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 4
+    hidden_size: PositiveInt = 64
+    num_layers: PositiveInt = 2
+    num_heads: PositiveInt = 4
     seed: int = 0
 
-    def __post_init__(self):
-        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"policy.{name}: expected a positive integer, got {value!r}")
+    def check(self) -> None:
         if self.hidden_size % self.num_heads:
-            raise ConfigError(f"policy.hidden_size: {self.hidden_size} is not divisible by num_heads {self.num_heads}")
+            raise ConfigError(f"{self.hidden_size} is not divisible by num_heads {self.num_heads}", field="hidden_size")
         if self.model != "tiny" and not Path(self.model).is_dir():
-            raise ConfigError(f"policy.model: expected 'tiny' or a local model directory, got {self.model!r}")
+            raise ConfigError(f"expected 'tiny' or a local model directory, got {self.model!r}", field="model")
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 2000):

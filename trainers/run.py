@@ -26,79 +26,108 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal, Optional
 
-from judge_reward.aspects import ConfigError, read_yaml, resolve_config_path
-from judge_reward.data import resolve_data_path
-from judge_reward.judge import build_section, check_known_fields
+from judge_reward.config import (
+    ConfigError,
+    PositiveInt,
+    Section,
+    Text,
+    build_section,
+    read_yaml,
+    resolve_config_path,
+)
+from judge_reward.data import DataNotFoundError, resolve_data_path
 
 from .policy import PolicyConfig
 from .reward import JudgeRewardConfig
 
 TRAINERS = ("grpo", "rloo", "online_dpo")
+WANDB_MODES = ("offline", "online", "disabled")
 DEFAULT_TEMPLATE = "Summarize the following news article in one or two sentences.\n\nArticle: {source}\n\nSummary:"
 
 
+def _data_path(value: str, field: str) -> str:
+    """``value`` resolved as :func:`~judge_reward.data.resolve_data_path` does; a ConfigError naming ``field``."""
+    try:
+        return str(resolve_data_path(value, what=field))
+    except DataNotFoundError as err:
+        raise ConfigError(err.problem.split(": ", 1)[-1], field=field) from None
+
+
 @dataclass
-class DataConfig:
+class DataConfig(Section):
     """Prompts: SummEval articles, or a JSONL file with ``prompt`` (and ``source``/``reference``) rows."""
 
-    summeval: str | None = None
+    section_path: ClassVar[str] = "data"
+
+    summeval: Optional[Text] = None
     """Path to ``summeval.json`` (``summeval/summeval.json`` finds it in the data folder); one prompt
     per distinct article, in file order."""
-    jsonl: str | None = None
+    jsonl: Optional[Text] = None
     """Path to a JSONL file of ``{prompt, source?, reference?}`` rows (instead of ``summeval``)."""
-    num_prompts: int = 8
-    max_source_words: int | None = 150
+    num_prompts: PositiveInt = 8
+    max_source_words: Optional[PositiveInt] = 150
     """Cut each article to this many words (keeps the tiny CPU run short); ``null`` keeps it whole."""
     prompt_template: str = DEFAULT_TEMPLATE
     """SummEval only: how an article becomes a prompt (``{source}`` is replaced)."""
     conversational: bool = False
     """Give the prompt as a chat user message (the policy's chat template applies)."""
 
-    def __post_init__(self):
+    def check(self) -> None:
         if (self.summeval is None) == (self.jsonl is None):
-            raise ConfigError("data: give exactly one of summeval (path) or jsonl (path)")
-        key = "summeval" if self.summeval else "jsonl"
-        setattr(self, key, str(resolve_data_path(getattr(self, key), what=f"data.{key}")))
-        if not isinstance(self.num_prompts, int) or self.num_prompts < 1:
-            raise ConfigError(f"data.num_prompts: expected a positive integer, got {self.num_prompts!r}")
-        if self.max_source_words is not None and (not isinstance(self.max_source_words, int) or self.max_source_words < 1):
-            raise ConfigError(f"data.max_source_words: expected a positive integer or null, got {self.max_source_words!r}")
+            raise ConfigError("give exactly one of summeval (path) or jsonl (path)")
+        key = "summeval" if self.summeval is not None else "jsonl"
+        setattr(self, key, _data_path(getattr(self, key), key))
         if "{source}" not in self.prompt_template:
-            raise ConfigError(f"data.prompt_template: must contain '{{source}}', got {self.prompt_template!r}")
+            raise ConfigError(f"must contain '{{source}}', got {self.prompt_template!r}", field="prompt_template")
 
 
 @dataclass
-class ProbeConfig:
+class ProbeConfig(Section):
     """A human-rated probe set for :class:`~trainers.callbacks.CorrelationCallback`."""
 
-    summeval: str
+    section_path: ClassVar[str] = "probe"
+
+    summeval: Text
     """Path to ``summeval.json``, resolved as ``data.summeval`` is."""
-    docs: int = 4
+    docs: PositiveInt = 4
     """First N SummEval documents (16 rated summaries each)."""
-    every_n_steps: int = 2
-    aspects: list[str] | None = None
+    every_n_steps: PositiveInt = 2
+    aspects: Optional[list[str]] = None
     at_train_begin: bool = True
 
-    def __post_init__(self):
-        self.summeval = str(resolve_data_path(self.summeval, what="probe.summeval"))
+    def check(self) -> None:
+        self.summeval = _data_path(self.summeval, "summeval")
 
 
 @dataclass
-class TrainRunConfig:
+class RunWandbConfig(Section):
+    """The ``wandb:`` section of a training run."""
+
+    section_path: ClassVar[str] = "wandb"
+
+    mode: Literal[WANDB_MODES] = "offline"
+    """``offline`` (files under ``output_dir``), ``online`` or ``disabled``."""
+    project: str = "judge-reward"
+    name: Optional[str] = None
+
+
+@dataclass
+class TrainRunConfig(Section):
     """One training run (see the module docstring for the YAML form)."""
 
     data: DataConfig
-    trainer: str = "grpo"
+    trainer: Literal[TRAINERS] = "grpo"
     judge: Any = "default"
     reward: JudgeRewardConfig = field(default_factory=JudgeRewardConfig)
     per_aspect: bool = False
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     training: dict = field(default_factory=dict)
-    wandb: dict = field(default_factory=lambda: {"mode": "offline", "project": "judge-reward"})
-    probe: ProbeConfig | None = None
-    reward_fields: dict | None = None
+    """GRPOConfig / RLOOConfig / OnlineDPOConfig fields (checked when the trainer is built)."""
+    wandb: RunWandbConfig = field(default_factory=RunWandbConfig)
+    probe: Optional[ProbeConfig] = None
+    reward_fields: Optional[dict] = None
     """The ``reward:`` keys the YAML set. A run built from YAML is rewarded with the judge config's own
     ``reward:`` section (guards included) with these on top, so a run config changes what it names
     and inherits the rest; ``None`` (a config built in code): ``reward`` as it is."""
@@ -106,40 +135,23 @@ class TrainRunConfig:
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides) -> "TrainRunConfig":
         path = resolve_config_path(path, "train")
-        raw = read_yaml(path) or {}
-        return cls.from_dict(raw, str(path), **overrides)
+        raw = read_yaml(path)
+        return cls.from_dict({} if raw is None else raw, str(path), **overrides)
 
     @classmethod
     def from_dict(cls, raw: dict, where: str = "config", **overrides) -> "TrainRunConfig":
+        """A run from its YAML mapping; ``where`` (the file) starts every error message; ``overrides``
+        (``max_steps=...``, None ignored) go into ``training``."""
         if not isinstance(raw, dict):
-            raise ConfigError(f"{where}: expected a mapping at the top level, got {type(raw).__name__}")
-        check_known_fields(cls, raw, where)
-        if "data" not in raw:
-            raise ConfigError(f"{where}: data: required section is missing")
-        trainer = raw.get("trainer", "grpo")
-        if trainer not in TRAINERS:
-            raise ConfigError(f"{where}: trainer: unknown value {trainer!r}; choose one of {TRAINERS}")
-        training = dict(raw.get("training") or {})
-        if not isinstance(raw.get("training", {}), (dict, type(None))):
-            raise ConfigError(f"{where}: training: expected a mapping of trainer arguments, got {raw['training']!r}")
-        training.update({k: v for k, v in overrides.items() if v is not None})
-        wandb = raw.get("wandb", {"mode": "offline", "project": "judge-reward"})
-        if not isinstance(wandb, dict) or set(wandb) - {"mode", "project", "name"}:
-            raise ConfigError(f"{where}: wandb: expected a mapping with mode/project/name, got {wandb!r}")
-        if wandb.get("mode", "offline") not in ("offline", "online", "disabled"):
-            raise ConfigError(f"{where}: wandb.mode: unknown value {wandb.get('mode')!r}; choose offline, online or disabled")
-        return cls(
-            data=build_section(DataConfig, raw["data"], f"{where}: data"),
-            trainer=trainer,
-            judge=raw.get("judge", "default"),
-            reward=build_section(JudgeRewardConfig, raw.get("reward"), f"{where}: reward"),
-            per_aspect=bool(raw.get("per_aspect", False)),
-            policy=build_section(PolicyConfig, raw.get("policy"), f"{where}: policy"),
-            training=training,
-            wandb=wandb,
-            probe=build_section(ProbeConfig, raw["probe"], f"{where}: probe") if raw.get("probe") else None,
-            reward_fields=dict(raw.get("reward") or {}),
-        )
+            raise ConfigError(f"expected a mapping at the top level, got {type(raw).__name__}", file=where)
+        raw = dict(raw)
+        training = raw.get("training")
+        if training is None or isinstance(training, dict):  # anything else is refused by the field's type
+            raw["training"] = {**(training or {}), **{k: v for k, v in overrides.items() if v is not None}}
+        if not raw.get("probe"):
+            raw["probe"] = None
+        raw["reward_fields"] = dict(raw["reward"]) if isinstance(raw.get("reward"), dict) else {}
+        return build_section(cls, raw, "", file=where)
 
     def reward_config(self, judge) -> JudgeRewardConfig:
         """What the run is rewarded with (see :attr:`reward_fields`)."""
@@ -230,7 +242,7 @@ def build_trainer(config: TrainRunConfig, judge=None, output_dir: str | None = N
     texts = [r["source"] for r in rows] + [config.data.prompt_template]
     model, tokenizer = load_policy(config.policy, texts)
     output_dir = output_dir or config.training.get("output_dir") or f"reports/train/{config.trainer}"
-    report_wandb = config.wandb.get("mode", "offline") != "disabled"
+    report_wandb = config.wandb.mode != "disabled"
     dataset = Dataset.from_list(rows)
     training = {k: v for k, v in config.training.items() if k != "output_dir"}
     if config.trainer == "grpo":
@@ -318,15 +330,15 @@ def readable_completion_samples():
 
 def run_training(config: TrainRunConfig, output_dir: str | None = None, judge=None) -> dict:
     """Train, then return a summary: runtime, final logged metrics, judge stats, W&B check."""
-    mode = config.wandb.get("mode", "offline")
+    mode = config.wandb.mode
     output_dir = output_dir or config.training.get("output_dir") or f"reports/train/{config.trainer}"
     Path(output_dir).mkdir(parents=True, exist_ok=True)
     if mode != "disabled":
         os.environ["WANDB_MODE"] = mode
         os.environ.setdefault("WANDB_DIR", str(Path(output_dir).resolve()))
-        os.environ.setdefault("WANDB_PROJECT", config.wandb.get("project", "judge-reward"))
-        if config.wandb.get("name"):
-            os.environ["WANDB_NAME"] = config.wandb["name"]
+        os.environ.setdefault("WANDB_PROJECT", config.wandb.project)
+        if config.wandb.name:
+            os.environ["WANDB_NAME"] = config.wandb.name
     start = time.perf_counter()
     trainer, rewards, _ = build_trainer(config, judge=judge, output_dir=output_dir)
     built = time.perf_counter()

@@ -24,13 +24,15 @@ import os
 import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Annotated, ClassVar, Literal, Optional, Sequence
 
 import numpy as np
 import torch
+from pydantic import Field
 from tqdm.auto import tqdm
 
 from ..candidates import number_continuation_ids, tokenize_candidates
+from ..config import Expect, NonNegativeInt, PositiveInt, Section
 from .base import (
     CandidateLogprobs,
     CandidateRequest,
@@ -53,35 +55,37 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 @dataclass
-class HFBackendConfig:
-    """How to load and run a local judge model."""
+class HFBackendConfig(Section):
+    """How to load and run a local judge model (a judge config's ``backend:`` with ``kind: hf``)."""
+
+    section_path: ClassVar[str] = "backend"
 
     model: str = DEFAULT_MODEL
     """``embedded:gemma3-270m`` (default), ``embedded:smollm2``, a ``.gguf`` file or a local model directory."""
-    dtype: str = "auto"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """``auto`` picks bfloat16 on CUDA and on CPUs with native bf16 (AVX512-BF16/AMX), else float32."""
     device: str = "auto"
     """``auto`` uses CUDA when present, else the CPU."""
-    max_batch_tokens: int = 8192
+    max_batch_tokens: PositiveInt = 8192
     """Upper bound on padded tokens in one forward pass (rows x longest row)."""
-    max_batch_rows: int = 64
-    max_padding: float = 0.15
+    max_batch_rows: PositiveInt = 64
+    max_padding: Annotated[float, Field(ge=0), Expect("a share >= 0 (1 or more: never split)")] = 0.15
     """Start a new batch rather than let padding exceed this share of a batch's padded tokens
     (rows are length-sorted, so each batch holds rows of similar length)."""
-    min_split_tokens: int = 256
+    min_split_tokens: NonNegativeInt = 256
     """...but never split a batch holding fewer real tokens than this: tiny batches waste more."""
     prefix_sharing: bool = True
     """Run a group's shared prefix once and reuse its KV cache for every row of the group."""
-    min_shared_tokens: int = 32
+    min_shared_tokens: NonNegativeInt = 32
     """Share a prefix only when it is at least this long; shorter ones are cheaper to recompute."""
     tree_sharing: bool = True
     """After a group's common prefix, pack rows that still share their beginnings (extractive summaries
     opening with the same sentence, repeated GRPO completions) into token trees, so each shared token is
     computed once (see :mod:`judge_reward.backends.token_tree`). Used where the model takes custom
     attention masks (sdpa or eager attention, full or sliding-window layers); the numbers do not change."""
-    tree_min_shared: int = 8
+    tree_min_shared: PositiveInt = 8
     """Pack a row with its neighbour only when they share at least this many tokens."""
-    tree_max_row_tokens: int = 256
+    tree_max_row_tokens: PositiveInt = 256
     """Longest packed row (a cluster, or short rows laid end to end): every token of a packed row
     attends over the whole row, masked. On 32 SummEval summaries 128 to 1024 all ran within run-to-run
     noise (~10%) of each other; 256 keeps the masked attention work of a row small."""
@@ -90,15 +94,15 @@ class HFBackendConfig:
     kernel (about twice as fast for judging's shapes; eager attention's numerics; see
     :mod:`judge_reward.backends.cpu_attention`). Applies to models on transformers' SDPA attention,
     a model passed in included (its config's ``attn_implementation`` is switched)."""
-    head_chunk: int = 256
+    head_chunk: PositiveInt = 256
     """Positions per LM-head matmul. The backend keeps one model-dtype buffer of this many rows x
     vocabulary between calls (256 x 262k for Gemma: 128 MB in bf16), plus a few fp32 rows on a CPU."""
-    padding_side: str = "right"
-    prompt_format: str = "plain"
+    padding_side: Literal["left", "right"] = "right"
+    prompt_format: Literal["plain", "chat"] = "plain"
     """``plain`` feeds prompts as text; ``chat`` wraps them in the tokenizer's chat template as a user turn."""
-    adapter: str | None = None
+    adapter: Optional[str] = None
     """Path to a PEFT adapter to apply to the judge."""
-    max_length: int | None = None
+    max_length: Optional[PositiveInt] = None
     """Context window override; defaults to the model's ``max_position_embeddings``."""
     progress: bool = True
 
@@ -161,12 +165,6 @@ class HFBackend:
     def __init__(self, config: HFBackendConfig | None = None, *, model=None, tokenizer=None, model_id: str | None = None):
         """Load from ``config.model``, or wrap an already built ``model`` and ``tokenizer`` (tests, PEFT users)."""
         self.config = config or HFBackendConfig()
-        if self.config.padding_side not in ("left", "right"):
-            raise ValueError(f"padding_side: expected 'left' or 'right', got {self.config.padding_side!r}")
-        if not self.config.max_padding >= 0:
-            raise ValueError(f"max_padding: expected a share >= 0 (1 or more: never split), got {self.config.max_padding!r}")
-        if self.config.prompt_format not in ("plain", "chat"):
-            raise ValueError(f"prompt_format: expected 'plain' or 'chat', got {self.config.prompt_format!r}")
         self.device = _pick_device(self.config.device)
         if model is None:
             model, tokenizer, model_id = self._load()

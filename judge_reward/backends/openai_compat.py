@@ -42,11 +42,12 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, ClassVar, Literal, Optional, Sequence
 
 import openai
 
 from ..candidates import SLOT_SUFFIX, map_top_logprobs, positions_needed
+from ..config import ConfigError, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Section
 from .base import (
     BackendError,
     CandidateLogprobs,
@@ -80,94 +81,75 @@ TOKENIZER_ENDPOINTS = ("auto", "llamacpp", "vllm", "none")
 
 
 @dataclass
-class OpenAIBackendConfig:
-    """How to reach an OpenAI-compatible server and how hard to push it."""
+class OpenAIBackendConfig(Section):
+    """How to reach an OpenAI-compatible server and how hard to push it (``backend:`` with ``kind: openai``)."""
+
+    section_path: ClassVar[str] = "backend"
 
     model: str = ""
     """The served model's name (``gpt-4o-mini``, the ``--model`` of vLLM, any name for llama.cpp)."""
-    base_url: str | None = None
+    base_url: Optional[str] = None
     """API root including ``/v1``; ``None`` reads ``OPENAI_BASE_URL``, then the OpenAI default."""
-    api_key: str | None = None
+    api_key: Optional[str] = None
     """``None`` reads ``OPENAI_API_KEY``; a server without auth (a local base_url) gets a placeholder."""
-    endpoint: str = "completions"
+    endpoint: Literal[ENDPOINTS] = "completions"
     """Where ``candidate_logprobs`` and ``generate`` go: ``completions`` (base models, vLLM,
     llama.cpp, gpt-3.5-turbo-instruct) or ``chat`` (chat models; the prompt is one user message)."""
-    system_prompt: str | None = None
+    system_prompt: Optional[str] = None
     """Optional system message for ``endpoint="chat"``."""
-    temperature: float = 0.0
+    temperature: NonNegativeFloat = 0.0
     """Temperature of the scoring requests. 0 keeps the generated path on the most likely token,
     which is the path multi-token candidates are resolved along."""
-    max_tokens: int | None = None
+    max_tokens: Optional[PositiveInt] = None
     """Upper bound on tokens generated per ``generate`` sample (``None``: the request's own)."""
-    timeout_s: float = 60.0
+    timeout_s: PositiveFloat = 60.0
     """Per-request timeout (seconds); a timed-out request is retried."""
-    top_logprobs: int = 20
+    top_logprobs: PositiveInt = 20
     """Alternatives requested per position (OpenAI: at most 20 on chat, 5 on legacy completions)."""
-    max_concurrency: int = 32
+    max_concurrency: PositiveInt = 32
     """Requests in flight at once."""
-    requests_per_minute: float | None = None
+    requests_per_minute: Optional[PositiveFloat] = None
     """Client-side request rate limit (``None``: none)."""
-    tokens_per_minute: float | None = None
+    tokens_per_minute: Optional[PositiveFloat] = None
     """Client-side token rate limit: prompt (estimated from characters) + max completion tokens."""
-    rate_burst_s: float = 1.0
+    rate_burst_s: PositiveFloat = 1.0
     """How many seconds' worth of the rate limits may be spent at once."""
-    max_retries: int = 5
+    max_retries: NonNegativeInt = 5
     """Retries after the first attempt, for timeouts, connection errors, 408/409/429, 5xx and
     malformed answers. Other 4xx and answers without logprobs are not retried."""
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 30.0
-    retry_after_max_s: float = 120.0
+    backoff_initial_s: PositiveFloat = 0.5
+    backoff_max_s: PositiveFloat = 30.0
+    retry_after_max_s: NonNegativeFloat = 120.0
     """Longest ``Retry-After`` honoured; a longer one is capped."""
-    continuation_mode: str = "auto"
+    continuation_mode: Literal[CONTINUATION_MODES] = "auto"
     """GPTScore transport: ``auto`` probes the server once; ``echo`` (``/completions`` with
     ``echo=True``); ``prompt_logprobs`` (vLLM's extension)."""
-    echo_alignment: str = "auto"
+    echo_alignment: Literal[ECHO_ALIGNMENTS] = "auto"
     """``aligned``: echo logprob i belongs to token i. ``shifted``: llama.cpp's misalignment for
     models without a BOS token (each logprob is read from the next position's top list).
     ``auto`` probes."""
-    shifted_echo_top_logprobs: int = 100
+    shifted_echo_top_logprobs: PositiveInt = 100
     """With a shifted echo, a token's logprob is looked up in the previous position's top list; this
     many alternatives are requested (a token outside them makes that request fail, by name)."""
     trim_slot_space: bool = False
     """Send G-Eval prompts without the slot's trailing space, for servers whose tokenizer merges the
     space into the number (GPT-2/tiktoken ``" 4"``); ``" 4"`` and ``"4"`` both count either way."""
-    chars_per_token: float = 4.0
+    chars_per_token: PositiveFloat = 4.0
     """Estimate of characters per token, for the tokens-per-minute limit and for ``truncate_tokens``
     when the server has no tokenizer endpoint."""
-    max_context_tokens: int | None = None
+    max_context_tokens: Optional[PositiveInt] = None
     """Context window; ``None`` asks ``/v1/models`` (vLLM's ``max_model_len``) and else is unknown."""
-    tokenizer_endpoint: str = "auto"
+    tokenizer_endpoint: Literal[TOKENIZER_ENDPOINTS] = "auto"
     """Exact token counts: ``llamacpp`` (``/extras/tokenize``), ``vllm`` (``/tokenize``), ``none``,
     or ``auto`` (try both once)."""
     extra_body: dict = field(default_factory=dict)
     """Extra JSON fields sent with every request (``top_k``, ``repeat_penalty``, vLLM options)."""
-    model_id: str | None = None
+    model_id: Optional[str] = None
     """Identity of the judge in cache keys; default ``openai:<base_url>:<model>``."""
 
-    def __post_init__(self):
-        if not isinstance(self.model, str) or not self.model.strip():
-            raise ValueError(f"model: the served model's name is required, got {self.model!r}")
-        for name, allowed in (("endpoint", ENDPOINTS), ("continuation_mode", CONTINUATION_MODES),
-                              ("echo_alignment", ECHO_ALIGNMENTS), ("tokenizer_endpoint", TOKENIZER_ENDPOINTS)):
-            value = getattr(self, name)
-            if value not in allowed:
-                raise ValueError(f"{name}: unknown value {value!r}; choose one of {allowed}")
-        positive = ("timeout_s", "max_concurrency", "top_logprobs", "shifted_echo_top_logprobs",
-                    "chars_per_token", "rate_burst_s", "backoff_initial_s", "backoff_max_s")
-        for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name}: must be a positive number, got {value!r}")
-        if not isinstance(self.max_retries, int) or self.max_retries < 0:
-            raise ValueError(f"max_retries: must be a whole number >= 0, got {self.max_retries!r}")
-        for name in ("requests_per_minute", "tokens_per_minute", "max_tokens", "max_context_tokens"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):
-                raise ValueError(f"{name}: must be a positive number or null, got {value!r}")
-        if not isinstance(self.temperature, (int, float)) or self.temperature < 0:
-            raise ValueError(f"temperature: must be >= 0, got {self.temperature!r}")
-        if not isinstance(self.extra_body, dict):
-            raise ValueError(f"extra_body: expected a mapping, got {self.extra_body!r}")
+    def check(self) -> None:
+        if not self.model.strip():
+            raise ConfigError(f"the served model's name is required, got {self.model!r}", field="model")
 
 
 

@@ -19,16 +19,20 @@ model sharing weights with the policy), or simply to watch for reward hacking of
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, ClassVar, Literal, Optional
 
+from pydantic import Field
 from transformers import TrainerCallback
 
+from ..config import Expect, PositiveInt, Section
+from .correlation import LEVELS, METHODS
 from .datasets import MetaEvalDataset
 from .judging import judge_scores
 from .report import MetaEvalConfig, MetaEvalReport, evaluate
 
 
 @dataclass(frozen=True)
-class CorrelationCallbackConfig:
+class CorrelationCallbackConfig(Section):
     """When and what :class:`CorrelationCallback` measures.
 
     Attributes:
@@ -41,19 +45,15 @@ class CorrelationCallbackConfig:
         chunk_size: items per ``judge.score`` call.
     """
 
-    every_n_steps: int = 100
-    at_train_begin: bool = True
-    aspects: tuple[str, ...] | None = None
-    methods: tuple[str, ...] = ("spearman", "kendall", "pearson")
-    levels: tuple[str, ...] = ("sample", "dataset")
-    prefix: str = "metaeval"
-    chunk_size: int = 64
+    section_path: ClassVar[str] = "CorrelationCallbackConfig"
 
-    def __post_init__(self):
-        if self.every_n_steps < 1:
-            raise ValueError(f"CorrelationCallbackConfig.every_n_steps={self.every_n_steps!r}: expected >= 1")
-        if not self.levels:
-            raise ValueError("CorrelationCallbackConfig.levels: give at least one level")
+    every_n_steps: PositiveInt = 100
+    at_train_begin: bool = True
+    aspects: Optional[tuple[str, ...]] = None
+    methods: tuple[Literal[METHODS], ...] = ("spearman", "kendall", "pearson")
+    levels: Annotated[tuple[Literal[LEVELS], ...], Field(min_length=1), Expect("a non-empty list of levels")] = ("sample", "dataset")
+    prefix: str = "metaeval"
+    chunk_size: PositiveInt = 64
 
 
 class CorrelationCallback(TrainerCallback):

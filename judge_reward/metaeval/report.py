@@ -11,11 +11,12 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import ClassVar, Literal, Mapping, Sequence
 
 import numpy as np
 
-from .correlation import LEVELS, METHODS, _check_method
+from ..config import NonNegativeInt, OpenFraction, Section
+from .correlation import LEVELS, METHODS
 from .significance import (
     GroupedData,
     PairedResult,
@@ -28,7 +29,7 @@ from .significance import (
 
 
 @dataclass(frozen=True)
-class MetaEvalConfig:
+class MetaEvalConfig(Section):
     """What :func:`evaluate` computes.
 
     Attributes:
@@ -43,25 +44,16 @@ class MetaEvalConfig:
         compare_method: correlation of the paired bootstrap comparison.
     """
 
-    levels: tuple[str, ...] = LEVELS
-    methods: tuple[str, ...] = METHODS
-    n_bootstrap: int = 1000
-    confidence: float = 0.95
+    section_path: ClassVar[str] = "MetaEvalConfig"
+
+    levels: tuple[Literal[LEVELS], ...] = LEVELS
+    methods: tuple[Literal[METHODS], ...] = METHODS
+    n_bootstrap: NonNegativeInt = 1000
+    confidence: OpenFraction = 0.95
     seed: int = 0
     compare: bool = True
-    compare_level: str = "sample"
-    compare_method: str = "spearman"
-
-    def __post_init__(self):
-        for level in (*self.levels, self.compare_level):
-            if level not in LEVELS:
-                raise ValueError(f"MetaEvalConfig: level {level!r} is not one of {', '.join(LEVELS)}")
-        for method in (*self.methods, self.compare_method):
-            _check_method(method)
-        if self.n_bootstrap < 0:
-            raise ValueError(f"MetaEvalConfig.n_bootstrap={self.n_bootstrap!r}: expected 0 or more")
-        if not 0 < self.confidence < 1:
-            raise ValueError(f"MetaEvalConfig.confidence={self.confidence!r}: expected a number in (0, 1)")
+    compare_level: Literal[LEVELS] = "sample"
+    compare_method: Literal[METHODS] = "spearman"
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,12 @@ sentence per line first. With Porter stemming this reproduces the papers' number
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Literal, Sequence
+
+from ..config import Section
 
 ROUGE_TYPES = {"rouge1": "rouge1", "rouge2": "rouge2", "rougeL": "rougeLsum"}
+ROUGE_NAMES = tuple(ROUGE_TYPES)
 
 
 
@@ -35,7 +38,7 @@ def split_sentences(text: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class RougeConfig:
+class RougeConfig(Section):
     """How ROUGE baselines are computed.
 
     Attributes:
@@ -45,16 +48,11 @@ class RougeConfig:
         aggregate: ``mean`` (the papers) or ``max`` F1 over the references.
     """
 
-    types: tuple[str, ...] = ("rouge1", "rouge2", "rougeL")
-    use_stemmer: bool = True
-    aggregate: str = "mean"
+    section_path: ClassVar[str] = "RougeConfig"
 
-    def __post_init__(self):
-        for t in self.types:
-            if t not in ROUGE_TYPES:
-                raise ValueError(f"RougeConfig.types: unknown ROUGE type {t!r}; expected {sorted(ROUGE_TYPES)}")
-        if self.aggregate not in ("mean", "max"):
-            raise ValueError(f"RougeConfig.aggregate={self.aggregate!r}: expected 'mean' or 'max'")
+    types: tuple[Literal[ROUGE_NAMES], ...] = ROUGE_NAMES
+    use_stemmer: bool = True
+    aggregate: Literal["mean", "max"] = "mean"
 
 
 class _CachingTokenizer:

@@ -9,11 +9,12 @@ explicitly, never used as a silent fallback.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Literal, Optional, Sequence
 
 from ..aspects import Aspect
 from ..backends.base import CandidateRequest, GenerationRequest, JudgeBackend
 from ..candidates import distribution_summary
+from ..config import ConfigError, Fraction, NonNegativeFloat, PositiveInt, Section
 from ..prompts.geval import LAYOUTS, build_geval_prompt
 from .base import Item, Score, config_fingerprint
 from .common import fit_source
@@ -23,39 +24,33 @@ STEPS = ("auto", "manual", "none")
 
 
 @dataclass
-class GEvalConfig:
-    """G-Eval settings."""
+class GEvalConfig(Section):
+    """G-Eval settings (a judge config's ``geval:`` section)."""
 
-    mode: str = "exact"
+    section_path: ClassVar[str] = "geval"
+
+    mode: Literal[MODES] = "exact"
     """``exact`` (probabilities of every scale value) or ``sampling`` (n generations, parsed and averaged)."""
-    steps: str = "manual"
+    steps: Literal[STEPS] = "manual"
     """Evaluation steps: ``manual`` (the aspect file's ``steps``), ``auto`` (generated once, from ``steps_file``), ``none``."""
-    steps_file: str | None = None
+    steps_file: Optional[str] = None
     """YAML written by ``judge-reward steps`` (auto-CoT); required when ``steps: auto``."""
-    layout: str = "guarded"
+    layout: Literal[LAYOUTS] = "guarded"
     """Prompt order (:data:`judge_reward.prompts.geval.LAYOUTS`): ``guarded`` puts the judged text
     between marker lines before the criteria, steps and form; ``paper`` is the paper's order."""
     with_reference: bool = False
     """Show the item's human reference in the prompt."""
-    min_mass: float = 0.0
+    min_mass: Fraction = 0.0
     """Fail an item (``None`` score) when less than this probability falls on valid scale values."""
-    n: int = 20
+    n: PositiveInt = 20
     """Samples per item in ``sampling`` mode (the paper uses 20 at temperature 1)."""
-    temperature: float = 1.0
-    max_new_tokens: int = 8
-    seed: int | None = 0
+    temperature: NonNegativeFloat = 1.0
+    max_new_tokens: PositiveInt = 8
+    seed: Optional[int] = 0
 
-    def __post_init__(self):
-        if self.mode not in MODES:
-            raise ValueError(f"geval.mode: unknown value {self.mode!r}; choose one of {MODES}")
-        if self.steps not in STEPS:
-            raise ValueError(f"geval.steps: unknown value {self.steps!r}; choose one of {STEPS}")
+    def check(self) -> None:
         if self.steps == "auto" and not self.steps_file:
-            raise ValueError("geval.steps_file: required when geval.steps is 'auto' (run `judge-reward steps` first)")
-        if not 0.0 <= self.min_mass <= 1.0:
-            raise ValueError(f"geval.min_mass: expected a probability in [0, 1], got {self.min_mass!r}")
-        if self.n < 1:
-            raise ValueError(f"geval.n: expected at least 1 sample, got {self.n!r}")
+            raise ConfigError("required when geval.steps is 'auto' (run `judge-reward steps` first)", field="steps_file")
 
 
 class GEval:

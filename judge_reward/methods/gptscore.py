@@ -13,10 +13,13 @@ sum (``details["sum_logprob"]``). Directions:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Annotated, ClassVar, Literal, Sequence
+
+from typing_extensions import TypedDict
 
 from ..aspects import Aspect
 from ..backends.base import ContinuationRequest, JudgeBackend
+from ..config import Expect, Section
 from ..prompts.gptscore import build_gptscore_prompt
 from .base import Item, Score, config_fingerprint
 from .common import fit_source
@@ -25,27 +28,25 @@ DIRECTIONS = ("src_hypo", "ref_hypo", "hypo_ref", "avg_f")
 REDUCTIONS = ("mean", "sum")
 
 
-@dataclass
-class GPTScoreConfig:
-    """GPTScore settings."""
+class Demonstration(TypedDict):
+    source: str
+    output: str
 
-    direction: str = "src_hypo"
+
+@dataclass
+class GPTScoreConfig(Section):
+    """GPTScore settings (a judge config's ``gptscore:`` section)."""
+
+    section_path: ClassVar[str] = "gptscore"
+
+    direction: Literal[DIRECTIONS] = "src_hypo"
     """``src_hypo``, ``ref_hypo``, ``hypo_ref`` or ``avg_f`` (mean of both reference directions)."""
     instruction: bool = True
     """Use the aspect's instruction template; ``False`` is GPTScore's vanilla setting (text only)."""
-    reduce: str = "mean"
+    reduce: Literal[REDUCTIONS] = "mean"
     """``mean`` log-probability per token (the official scorer) or ``sum``."""
-    demonstrations: list[dict] = field(default_factory=list)
+    demonstrations: list[Annotated[Demonstration, Expect("{source: text, output: text}")]] = field(default_factory=list)
     """In-context examples, each ``{source: ..., output: ...}``, written with the same template."""
-
-    def __post_init__(self):
-        if self.direction not in DIRECTIONS:
-            raise ValueError(f"gptscore.direction: unknown value {self.direction!r}; choose one of {DIRECTIONS}")
-        if self.reduce not in REDUCTIONS:
-            raise ValueError(f"gptscore.reduce: unknown value {self.reduce!r}; choose one of {REDUCTIONS}")
-        for k, demo in enumerate(self.demonstrations):
-            if not isinstance(demo, dict) or not isinstance(demo.get("source"), str) or not isinstance(demo.get("output"), str):
-                raise ValueError(f"gptscore.demonstrations[{k}]: expected {{source: text, output: text}}, got {demo!r}")
 
 
 class GPTScore:

@@ -12,11 +12,12 @@ is mapped linearly onto the aspect's scale (0 -> low, 100 -> high), and ``detail
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import ClassVar, Literal, Optional, Sequence
 
 from ..aspects import Aspect
 from ..backends.base import GenerationRequest, JudgeBackend
 from ..candidates import format_value
+from ..config import ConfigError, NonNegativeFloat, PositiveInt, Section
 from ..parsing import PARSER_VERSION, parse_samples
 from ..prompts.rating import FORM_STYLES, STYLE_SCALES, STYLES, build_rating_prompt, rating_scale
 from .base import Item, Score, config_fingerprint
@@ -35,38 +36,32 @@ DEFAULT_MAX_NEW_TOKENS = {
 
 
 @dataclass
-class RatingConfig:
-    """Settings of the generating rating method."""
+class RatingConfig(Section):
+    """Settings of the generating rating method (a judge config's ``rating:`` section)."""
 
-    style: str = "rate_explain"
+    section_path: ClassVar[str] = "rating"
+
+    style: Literal[STYLES] = "rate_explain"
     """Prompt style, one of ``prompts.rating.STYLES``: score_only, free_text, rate_explain,
     analyze_rate, direct_assessment (0-100), stars (1-5)."""
-    n: int = 20
+    n: PositiveInt = 20
     """Samples per item; the score is the mean of those that parse."""
-    temperature: float = 1.0
+    temperature: NonNegativeFloat = 1.0
     """Sampling temperature (0 is greedy: then n > 1 repeats one answer)."""
-    max_new_tokens: int | None = None
+    max_new_tokens: Optional[PositiveInt] = None
     """Tokens each sample may write; ``None`` takes the style's default (DEFAULT_MAX_NEW_TOKENS)."""
     with_reference: bool = False
     """Show the item's human reference in the prompt (under the aspect's ``reference_label``)."""
     use_aspect_steps: bool = False
     """List the aspect's evaluation steps in the prompt (the auto-CoT variants); form styles only."""
-    seed: int | None = 0
+    seed: Optional[int] = 0
     """Sampling seed passed to the backend with every request (``None``: not reproducible)."""
 
-    def __post_init__(self):
-        if self.style not in STYLES:
-            raise ValueError(f"rating.style: unknown value {self.style!r}; choose one of {STYLES}")
-        if not isinstance(self.n, int) or self.n < 1:
-            raise ValueError(f"rating.n: expected at least 1 sample, got {self.n!r}")
-        if self.temperature < 0:
-            raise ValueError(f"rating.temperature: expected a value >= 0, got {self.temperature!r}")
-        if self.max_new_tokens is not None and self.max_new_tokens < 1:
-            raise ValueError(f"rating.max_new_tokens: expected at least 1 token, got {self.max_new_tokens!r}")
+    def check(self) -> None:
         if self.use_aspect_steps and self.style not in FORM_STYLES:
-            raise ValueError(
-                f"rating.use_aspect_steps: style {self.style!r} takes no evaluation steps; "
-                f"only {', '.join(FORM_STYLES)} do"
+            raise ConfigError(
+                f"style {self.style!r} takes no evaluation steps; only {', '.join(FORM_STYLES)} do",
+                field="use_aspect_steps",
             )
 
     @property
