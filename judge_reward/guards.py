@@ -19,15 +19,30 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import ClassVar, Optional, Sequence
 
-from .aspects import ConfigError
+from .config import (  # noqa: F401 (ConfigError re-exported)
+    ConfigError,
+    FractionBelowOne,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Section,
+    Weight,
+    build_section,
+)
 
 WORD = re.compile(r"\w+", re.UNICODE)
+TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 
 def words(text: str) -> list[str]:
     return WORD.findall(text.lower())
+
+
+def tokens(text: str) -> list[str]:
+    """Words and punctuation marks (each mark a token of its own)."""
+    return TOKEN.findall(text.lower())
 
 
 def ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
@@ -107,25 +122,8 @@ def novel_word_share(output: Sequence[str], source_words: set, min_chars: int) -
 # -- configs ----------------------------------------------------------------------------------------
 
 
-def _check_unit(where: str, value, allow_one: bool = True) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not (0.0 <= value <= 1.0):
-        raise ConfigError(f"{where}: expected a number in [0, 1], got {value!r}")
-    if not allow_one and value >= 1.0:
-        raise ConfigError(f"{where}: must be below 1, got {value!r}")
-
-
-def _check_positive_int(where: str, value) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"{where}: expected a whole number >= 1, got {value!r}")
-
-
-def _check_weight(where: str, value) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-        raise ConfigError(f"{where}: expected a number >= 0 (a penalty in the reward's units), got {value!r}")
-
-
 @dataclass
-class CopyGuard:
+class CopyGuard(Section):
     """Copying from the source: the share of the output's words inside verbatim source fragments of
     at least ``min_fragment`` words.
 
@@ -135,34 +133,31 @@ class CopyGuard:
     ``weight`` is paid when every word of the output sits in such a passage.
     """
 
-    enabled: bool = False
-    min_fragment: int = 20
-    threshold: float = 0.3
-    weight: float = 1.0
+    section_path: ClassVar[str] = "reward.guards.copy"
 
-    def __post_init__(self):
-        _check_positive_int("reward.guards.copy.min_fragment", self.min_fragment)
-        _check_unit("reward.guards.copy.threshold", self.threshold, allow_one=False)
-        _check_weight("reward.guards.copy.weight", self.weight)
+    enabled: bool = False
+    min_fragment: PositiveInt = 20
+    threshold: FractionBelowOne = 0.3
+    weight: Weight = 1.0
 
 
 @dataclass
-class RepetitionGuard:
+class RepetitionGuard(Section):
     """Repetition inside the output: the share of its word n-grams that repeat an earlier one."""
 
-    enabled: bool = False
-    n: int = 3
-    threshold: float = 0.1
-    weight: float = 1.0
+    section_path: ClassVar[str] = "reward.guards.repetition"
 
-    def __post_init__(self):
-        _check_positive_int("reward.guards.repetition.n", self.n)
-        _check_unit("reward.guards.repetition.threshold", self.threshold, allow_one=False)
-        _check_weight("reward.guards.repetition.weight", self.weight)
+    enabled: bool = False
+    n: PositiveInt = 3
+    threshold: FractionBelowOne = 0.1
+    weight: Weight = 1.0
+    punctuation: bool = True
+    """Count punctuation marks as tokens, so runs of bare marks (``The . The . . . .``, a policy's
+    way round a word-only count in the GRPO run) repeat like words do."""
 
 
 @dataclass
-class LengthGuard:
+class LengthGuard(Section):
     """Length in words, against a floor and a ceiling relative to the source (and/or absolute).
 
     Too short (a lone colon, an opener with nothing after it): the penalty grows as the output
@@ -170,29 +165,17 @@ class LengthGuard:
     source's length (or ``max_words``) to twice that.
     """
 
-    enabled: bool = False
-    min_words: int = 5
-    max_words: int | None = None
-    max_source_ratio: float | None = 0.5
-    weight: float = 1.0
+    section_path: ClassVar[str] = "reward.guards.length"
 
-    def __post_init__(self):
-        if not isinstance(self.min_words, int) or isinstance(self.min_words, bool) or self.min_words < 0:
-            raise ConfigError(f"reward.guards.length.min_words: expected a whole number >= 0, got {self.min_words!r}")
-        if self.max_words is not None:
-            _check_positive_int("reward.guards.length.max_words", self.max_words)
-        if self.max_source_ratio is not None and (
-            not isinstance(self.max_source_ratio, (int, float)) or isinstance(self.max_source_ratio, bool)
-            or self.max_source_ratio <= 0
-        ):
-            raise ConfigError(
-                f"reward.guards.length.max_source_ratio: expected a positive number or null, got {self.max_source_ratio!r}"
-            )
-        _check_weight("reward.guards.length.weight", self.weight)
+    enabled: bool = False
+    min_words: NonNegativeInt = 5
+    max_words: Optional[PositiveInt] = None
+    max_source_ratio: Optional[PositiveFloat] = 0.5
+    weight: Weight = 1.0
 
 
 @dataclass
-class GroundingGuard:
+class GroundingGuard(Section):
     """Text about something else: the share of the output's content words absent from the source.
 
     A summary, answer or reply built on its source reuses the source's names and terms; fluent text
@@ -200,31 +183,27 @@ class GroundingGuard:
     Turn it off for tasks whose outputs legitimately leave the source's vocabulary (open dialogue).
     """
 
-    enabled: bool = False
-    min_chars: int = 4
-    threshold: float = 0.5
-    weight: float = 1.0
+    section_path: ClassVar[str] = "reward.guards.grounding"
 
-    def __post_init__(self):
-        _check_positive_int("reward.guards.grounding.min_chars", self.min_chars)
-        _check_unit("reward.guards.grounding.threshold", self.threshold, allow_one=False)
-        _check_weight("reward.guards.grounding.weight", self.weight)
+    enabled: bool = False
+    min_chars: PositiveInt = 4
+    threshold: FractionBelowOne = 0.5
+    weight: Weight = 1.0
 
 
 @dataclass
-class EndingGuard:
+class EndingGuard(Section):
     """An output that stops mid-sentence (a truncated answer): the full ``weight`` when the text
     does not end with terminal punctuation (``. ! ?``, maybe followed by a closing quote or bracket)."""
 
-    enabled: bool = False
-    weight: float = 1.0
+    section_path: ClassVar[str] = "reward.guards.ending"
 
-    def __post_init__(self):
-        _check_weight("reward.guards.ending.weight", self.weight)
+    enabled: bool = False
+    weight: Weight = 1.0
 
 
 @dataclass
-class InjectionGuard:
+class InjectionGuard(Section):
     """Text that talks to the judge instead of doing the task, removed before the judge reads it.
 
     Removed: lines or sentences that imitate a rating (``<label>: <number>``, ``Score: 5/5``,
@@ -235,13 +214,11 @@ class InjectionGuard:
     ``weight_per_span`` (so an injection never ties with the clean text) up to ``max_penalty``.
     """
 
-    enabled: bool = False
-    weight_per_span: float = 0.5
-    max_penalty: float = 1.0
+    section_path: ClassVar[str] = "reward.guards.injection"
 
-    def __post_init__(self):
-        _check_weight("reward.guards.injection.weight_per_span", self.weight_per_span)
-        _check_weight("reward.guards.injection.max_penalty", self.max_penalty)
+    enabled: bool = False
+    weight_per_span: Weight = 0.5
+    max_penalty: Weight = 1.0
 
 
 GUARD_TYPES = {
@@ -255,8 +232,11 @@ GUARD_TYPES = {
 
 
 @dataclass
-class GuardsConfig:
-    """Every guard of a reward, each off unless its section says ``enabled: true``."""
+class GuardsConfig(Section):
+    """Every guard of a reward, each off unless its section says ``enabled: true`` (or just ``true``)."""
+
+    section_path: ClassVar[str] = "reward.guards"
+    field_kind: ClassVar[str] = "guard"
 
     injection: InjectionGuard = field(default_factory=InjectionGuard)
     copy: CopyGuard = field(default_factory=CopyGuard)
@@ -266,24 +246,8 @@ class GuardsConfig:
     ending: EndingGuard = field(default_factory=EndingGuard)
 
     @classmethod
-    def from_dict(cls, raw) -> "GuardsConfig":
-        from .judge import build_section
-
-        if raw is None:
-            return cls()
-        if isinstance(raw, GuardsConfig):
-            return raw
-        if not isinstance(raw, dict):
-            raise ConfigError(f"reward.guards: expected a mapping guard -> settings, got {raw!r}")
-        unknown = sorted(set(raw) - set(GUARD_TYPES))
-        if unknown:
-            raise ConfigError(f"reward.guards: unknown guard(s) {unknown}; known: {sorted(GUARD_TYPES)}")
-        built = {}
-        for name, section in raw.items():
-            if isinstance(section, bool):  # `copy: true` is short for `copy: {enabled: true}`
-                section = {"enabled": section}
-            built[name] = build_section(GUARD_TYPES[name], section, f"reward.guards.{name}")
-        return cls(**built)
+    def from_dict(cls, raw, where: str | None = None) -> "GuardsConfig":
+        return build_section(cls, raw, where)
 
     @property
     def enabled(self) -> list[str]:
@@ -403,7 +367,7 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
         report.measured["copy"] = {"long_copy_share": share}
         report.penalties["copy"] = config.copy.weight * _ramp(share, config.copy.threshold, 1.0)
     if config.repetition.enabled:
-        share = repeated_share(toks, config.repetition.n)
+        share = repeated_share(tokens(output) if config.repetition.punctuation else toks, config.repetition.n)
         report.measured["repetition"] = {"repeated_share": share}
         report.penalties["repetition"] = config.repetition.weight * _ramp(share, config.repetition.threshold, 1.0)
     if config.length.enabled:

@@ -243,11 +243,13 @@ FAMILIES: dict[str, tuple[Wording, ...]] = {
         Wording("twice_as_paragraphs", lambda c: f"{c.output.strip()}\n\n{c.output.strip()}"),
         Wording("loops_back_to_start", _restart),
     ),
-    # One word, taken from the output or the source, over and over.
+    # One word (or mark), taken from the output or the source, over and over.
     "repeat_word": (
         Wording("output_word_x20", _repeat_word("output", 0, 20)),
         Wording("source_word_x30", _repeat_word("source", 0, 30)),
         Wording("source_second_word_x40", _repeat_word("source", 1, 40)),
+        # what the GRPO run's guarded policy wrote: a clause, then a run of bare full stops
+        Wording("half_output_then_full_stops", lambda c: _cut_words(c.output, len(c.output.split()) // 2) + " ." * 20),
     ),
     # The real output padded with generic sentences that say nothing.
     "filler": (

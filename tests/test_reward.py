@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import math
 
+import re
+
 import httpx
 import pytest
 from tiny_models import make_backend, save_judge_config
@@ -70,10 +72,54 @@ def test_repetition_length_grounding_and_ending_statistics():
     assert cut.penalties["ending"] == config.ending.weight
 
 
+def test_repetition_counts_runs_of_bare_punctuation():
+    """The guarded GRPO policy's exploit: a clause, then full stops, which a word-only count misses."""
+    text = "Here is the text: Manchester are keen to sign Anderlecht 's . The 14-year-old playmaker . The . The . . . . . . ."
+    with_marks = GuardsConfig.from_dict({"repetition": {"enabled": True, "weight": 4.0}})
+    words_only = GuardsConfig.from_dict({"repetition": {"enabled": True, "weight": 4.0, "punctuation": False}})
+    assert apply_guards(words_only, text, None).penalties["repetition"] == 0.0
+    assert apply_guards(with_marks, text, None).penalties["repetition"] > 0.25
+    assert apply_guards(with_marks, SUMMARY, None).penalties["repetition"] == 0.0  # ordinary punctuation is free
+
+
+def test_every_config_section_uses_the_one_config_system():
+    """Each config dataclass derives from Section: a bool is not a number anywhere, and the error
+    names the section's path, the field and the value."""
+    from bias_audit.audit import AuditConfig
+    from bias_audit.monitor import RuleConfig, SelfReinforcementConfig
+    from bias_audit.stats import StatsConfig
+    from judge_reward.backends.hf import HFBackendConfig
+    from judge_reward.backends.openai_compat import OpenAIBackendConfig
+    from judge_reward.cache import CacheConfig
+    from judge_reward.config import Section
+    from judge_reward.metaeval.callback import CorrelationCallbackConfig
+    from judge_reward.metaeval.report import MetaEvalConfig
+    from judge_reward.metaeval.rouge import RougeConfig
+    from judge_reward.methods.geval import GEvalConfig
+    from judge_reward.methods.gptscore import GPTScoreConfig
+    from judge_reward.methods.rating import RatingConfig
+    from judge_reward.service.config import ServiceConfig, ServiceRewardConfig
+    from trainers.pairs import PairLabelConfig
+    from trainers.policy import PolicyConfig
+    from trainers.reward import JudgeRewardConfig
+    from trainers.run import DataConfig, ProbeConfig, TrainRunConfig
+
+    sections = [AuditConfig, RuleConfig, SelfReinforcementConfig, StatsConfig, HFBackendConfig, OpenAIBackendConfig,
+                CacheConfig, CorrelationCallbackConfig, MetaEvalConfig, RougeConfig, GEvalConfig, GPTScoreConfig,
+                RatingConfig, ServiceConfig, ServiceRewardConfig, PairLabelConfig, PolicyConfig, JudgeRewardConfig,
+                DataConfig, ProbeConfig, TrainRunConfig, JudgeConfig, RewardConfig, GuardsConfig]
+    assert all(issubclass(cls, Section) for cls in sections)
+    for cls, field, path in [(GEvalConfig, "n", "geval.n"), (HFBackendConfig, "max_batch_rows", "backend.max_batch_rows"),
+                             (ServiceConfig, "max_batch_size", "max_batch_size"), (PolicyConfig, "hidden_size", "policy.hidden_size"),
+                             (StatsConfig, "n_resamples", "stats.n_resamples")]:
+        with pytest.raises(ConfigError, match=rf"^{re.escape(path)}: expected .*, got True$"):
+            cls(**{field: True})
+
+
 def test_guard_config_errors_name_the_field():
     with pytest.raises(ConfigError, match=r"reward.guards: unknown guard\(s\) \['copyy'\]"):
         GuardsConfig.from_dict({"copyy": True})
-    with pytest.raises(ConfigError, match=r"reward.guards.copy.threshold: must be below 1, got 1.0"):
+    with pytest.raises(ConfigError, match=r"reward.guards.copy.threshold: expected a number in \[0, 1\), got 1.0"):
         GuardsConfig.from_dict({"copy": {"threshold": 1.0}})
     with pytest.raises(ConfigError, match=r"reward.guards.length: unknown field\(s\) \['max_ratio'\]"):
         GuardsConfig.from_dict({"length": {"max_ratio": 2}})
