@@ -39,6 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 PROMPT = "Summarise this news article in 2-3 sentences:\n\n{article}"
 RUNS = {"off": "unguarded", "on": "guarded"}
+SAVED_RUNS = ["unguarded", "guarded", "guarded_shipped", "guarded_shipped_v2"]
+"""The runs docs/grpo_hacking.md reports, in its order (``--plot``/``--report`` take ``--runs``)."""
 COPY_N = 4
 
 
@@ -93,14 +95,12 @@ def mean(xs):
 
 def load_judge(config: str, aspects: list[str] | None):
     """The judge of ``config``; ``aspects`` narrows its aspect set (reward and monitor alike)."""
-    import yaml
-
     from judge_reward import Judge
-    from judge_reward.aspects import resolve_config_path
+    from judge_reward.config import read_yaml, resolve_config_path
 
     if not aspects:
         return Judge.from_config(config)
-    raw = yaml.safe_load(Path(resolve_config_path(config, "judges")).read_text())
+    raw = read_yaml(resolve_config_path(config, "judges"))
     raw["aspects"] = list(aspects)
     if raw.get("reward"):
         raw["reward"] = {**raw["reward"], "aspects": list(aspects)}
@@ -505,7 +505,7 @@ def plot(out_dir: Path, runs: list[str], docs: Path, k: int) -> None:
     if not data:
         raise SystemExit(f"no metrics under {out_dir}")
 
-    fig, axes = plt.subplots(1, len(data), figsize=(5.5 * len(data), 3.8), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(data), figsize=(5.5 * len(data), 3.8), squeeze=False)  # rewards differ in units across runs
     for ax, (run_name, rows) in zip(axes[0], data.items()):
         steps = [r["step"] for r in rows]
         for key, label, style in (("reward_mean", "trained reward", "-"), ("shadow_mean", "shadow reward (other guards)", "--"),
@@ -623,12 +623,13 @@ def main(argv=None) -> None:
     p.add_argument("--plot", action="store_true", help="only draw the plots from saved runs")
     p.add_argument("--report", action="store_true", help="only print the results tables of saved runs")
     p.add_argument("--smooth", type=int, default=10)
+    p.add_argument("--runs", nargs="+", default=SAVED_RUNS, help="saved runs for --plot and --report")
     args = p.parse_args(argv)
     if args.report:
-        print(report(Path(args.out), [RUNS["off"], RUNS["on"]], args.smooth))
+        print(report(Path(args.out), args.runs, args.smooth))
         return
     if args.plot:
-        plot(Path(args.out), [RUNS["off"], RUNS["on"]], ROOT / "docs", args.smooth)
+        plot(Path(args.out), args.runs, ROOT / "docs", args.smooth)
         return
     if args.smoke:
         args.max_steps = min(args.max_steps, 2)

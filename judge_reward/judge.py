@@ -154,6 +154,7 @@ class Judge:
         scorer = self.method(method)
         fingerprint = scorer.fingerprint()
         results: list[dict[str, Score]] = [{} for _ in items]
+        work = []  # (aspect, cache keys, indices of the items not in the cache)
         for aspect in chosen:
             keys = [judgment_key(self.backend.model_id, fingerprint, aspect.content_hash(), it) for it in items]
             todo = []
@@ -164,12 +165,19 @@ class Judge:
                 else:
                     todo.append(k)
             if todo:
-                fresh = scorer.score(self.backend, aspect, [items[k] for k in todo])
-                for k, score in zip(todo, fresh):
-                    results[k][aspect.name] = score
-                    self.cache.put(keys[k], score)
-                    if score.value is None:
-                        self.failures[score.reason or "unknown"] += 1
+                work.append((aspect, keys, todo))
+        # A method that can score several aspects in one backend call does (their rows share prefixes).
+        batches = [(aspect, [items[k] for k in todo]) for aspect, _, todo in work]
+        if hasattr(scorer, "score_aspects"):
+            fresh_all = scorer.score_aspects(self.backend, batches) if batches else []
+        else:
+            fresh_all = [scorer.score(self.backend, aspect, batch) for aspect, batch in batches]
+        for (aspect, keys, todo), fresh in zip(work, fresh_all):
+            for k, score in zip(todo, fresh):
+                results[k][aspect.name] = score
+                self.cache.put(keys[k], score)
+                if score.value is None:
+                    self.failures[score.reason or "unknown"] += 1
         self.calls += 1
         self.seconds += time.perf_counter() - start
         return results

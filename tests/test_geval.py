@@ -41,6 +41,25 @@ def test_items_sharing_a_source_are_grouped_and_unchanged_by_it():
     assert [x.value for x in a] == pytest.approx([y.value for y in b], abs=1e-5)
 
 
+def test_a_judge_scores_every_aspect_in_one_backend_call_with_the_same_numbers():
+    """Judge.score hands all aspects to G-Eval at once: one candidate call, one shared group per
+    source (the guarded layout puts task, source and judged text before the aspect's part), and the
+    scores equal those of each aspect scored on its own."""
+    backend = make_backend("char", min_shared_tokens=8)
+    calls = []
+    real = backend.candidate_logprobs
+    backend.candidate_logprobs = lambda reqs: calls.append(list(reqs)) or real(reqs)
+    judge = Judge(JudgeConfig(method="geval", aspects=["coherence", "fluency", "relevance"], cache={"memory": False}),
+                  backend=backend)
+    items = [Item(f"Summary number {k}.", "One article for all of them.") for k in range(3)]
+    together = judge.score(items)
+    assert len(calls) == 1 and len(calls[0]) == 9
+    assert len({r.group for r in calls[0]}) == 1  # every aspect's rows share the source's prefix
+    for name in ("coherence", "fluency", "relevance"):
+        alone = GEval().score(make_backend("char", prefix_sharing=False), load_aspects("summeval").get(name), items)
+        assert [r[name].value for r in together] == pytest.approx([s.value for s in alone], abs=1e-5)
+
+
 def test_min_mass_turns_a_non_judging_model_into_failures():
     backend = make_backend("char")
     aspect = load_aspects("summeval").get("coherence")

@@ -104,9 +104,26 @@ class GEval:
         return self.config.max_new_tokens if self.config.mode == "sampling" else 4
 
     def score(self, backend: JudgeBackend, aspect: Aspect, items: Sequence[Item]) -> list[Score]:
-        prepared = self.prompts(backend, aspect, items)
+        return self.score_aspects(backend, [(aspect, items)])[0]
+
+    def score_aspects(self, backend: JudgeBackend, work: Sequence[tuple[Aspect, Sequence[Item]]]) -> list[list[Score]]:
+        """Scores for several (aspect, items) at once: in exact mode one backend call for all of them,
+        so the rows of every aspect that share a prefix (task, source, the judged text in the guarded
+        layout) are run together and the backend computes the shared part once."""
         if self.config.mode == "sampling":
-            return self._score_sampling(backend, aspect, prepared)
+            return [self._score_sampling(backend, aspect, self.prompts(backend, aspect, items)) for aspect, items in work]
+        plans = [self._plan_exact(backend, aspect, items) for aspect, items in work]
+        requests = [r for plan in plans for r in plan[0]]
+        results = backend.candidate_logprobs(requests) if requests else []
+        out, start = [], 0
+        for requests_of, finish in plans:
+            out.append(finish(results[start:start + len(requests_of)]))
+            start += len(requests_of)
+        return out
+
+    def _plan_exact(self, backend: JudgeBackend, aspect: Aspect, items: Sequence[Item]):
+        """(the candidate requests for ``items``, a function from their results to the Scores)."""
+        prepared = self.prompts(backend, aspect, items)
         values = list(aspect.scale.values)
         texts = aspect.scale.texts
         requests, where = [], []
@@ -118,29 +135,33 @@ class GEval:
             prompt, _ = p
             requests.append(CandidateRequest(prompt.text, texts, group=prompt.shared))
             where.append(i)
-        for i, result in zip(where, backend.candidate_logprobs(requests)):
-            cut = prepared[i][1]
-            if result.error is not None:
-                scores[i] = Score.failure(result.error)
-                continue
-            summary = distribution_summary(values, result.logprobs)
-            details = {
-                "distribution": dict(zip(texts, summary["probs"])),
-                "mass": summary["mass"],
-                "entropy": summary["entropy"],
-                "truncated_source_tokens": cut,
-                **result.details,
-            }
-            if summary["score"] is None:
-                scores[i] = Score.failure("no probability on any scale value", **details)
-            elif summary["mass"] < self.config.min_mass:
-                scores[i] = Score.failure(
-                    f"only {summary['mass']:.4f} of the probability fell on the scale (min_mass {self.config.min_mass})",
-                    **details,
-                )
-            else:
-                scores[i] = Score(summary["score"], None, details)
-        return scores  # type: ignore[return-value]
+
+        def finish(results) -> list[Score]:
+            for i, result in zip(where, results):
+                cut = prepared[i][1]
+                if result.error is not None:
+                    scores[i] = Score.failure(result.error)
+                    continue
+                summary = distribution_summary(values, result.logprobs)
+                details = {
+                    "distribution": dict(zip(texts, summary["probs"])),
+                    "mass": summary["mass"],
+                    "entropy": summary["entropy"],
+                    "truncated_source_tokens": cut,
+                    **result.details,
+                }
+                if summary["score"] is None:
+                    scores[i] = Score.failure("no probability on any scale value", **details)
+                elif summary["mass"] < self.config.min_mass:
+                    scores[i] = Score.failure(
+                        f"only {summary['mass']:.4f} of the probability fell on the scale (min_mass {self.config.min_mass})",
+                        **details,
+                    )
+                else:
+                    scores[i] = Score(summary["score"], None, details)
+            return scores  # type: ignore[return-value]
+
+        return requests, finish
 
     def _score_sampling(self, backend, aspect, prepared) -> list[Score]:
         from ..parsing import parse_rating

@@ -1,0 +1,79 @@
+"""What a four-aspect reward costs against a one-aspect one: the 16 summaries of one SummEval article.
+
+For G-Eval (exact, guarded layout) and GPTScore, with the embedded judge and the cache off:
+
+* ``1 aspect``: ``Judge.score`` with one aspect (relevance).
+* ``4, one call``: ``Judge.score`` with the four SummEval aspects, as the engine runs it: G-Eval
+  sends every aspect's rows in one backend call, so task, source and the judged text (which come
+  before the aspect's criteria, steps and form in the guarded layout) are shared by all four;
+  GPTScore's aspect phrase opens its instruction, so it still runs one pass per aspect.
+* ``4, per aspect``: the baseline, one ``method.score`` call per aspect (what the engine did before).
+
+Prints median seconds (and min-max over ``--repeats`` runs) and the ratios against one aspect, plus
+the largest difference between the two four-aspect paths (the numbers must not change).
+
+    python benchmarks/aspect_sharing.py                 # ~3-5 min on 2 CPU cores
+    python benchmarks/aspect_sharing.py --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from _common import summeval
+from judge_reward import Item, Judge, JudgeConfig
+
+ASPECTS = ["coherence", "consistency", "fluency", "relevance"]
+
+
+def runs(fn, repeats: int) -> tuple[list[float], object]:
+    out, times = None, []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return times, out
+
+
+def fmt(times: list[float]) -> str:
+    return f"{statistics.median(times):6.2f} s [{min(times):.2f}-{max(times):.2f}]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--doc", type=int, default=0, help="which SummEval document (file order)")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--methods", nargs="+", default=["geval", "gptscore"])
+    parser.add_argument("--tree-max-row-tokens", type=int, default=None,
+                        help="backend.tree_max_row_tokens (default: the backend's); a packed row must hold "
+                             "a summary and all four aspects' parts for G-Eval to compute the summary once")
+    args = parser.parse_args()
+    doc = summeval(args.doc + 1)[args.doc]
+    items = [Item(r["system_output"], r["source"]) for r in doc]
+    backend = {"kind": "hf", "dtype": args.dtype, "progress": False}
+    if args.tree_max_row_tokens:
+        backend["tree_max_row_tokens"] = args.tree_max_row_tokens
+    judge = Judge(JudgeConfig(backend=backend, aspects=ASPECTS, cache={"memory": False}))
+    print(f"{len(items)} summaries of one SummEval article ({judge.backend.model_id}); "
+          f"median [min-max] of {args.repeats} runs, cache off")
+    print(f"{'method':<9} {'1 aspect':>22} {'4, one call':>22} {'4, per aspect':>22} {'one call / 1':>13} "
+          f"{'per aspect / 1':>15} {'max|diff|':>10}")
+    print(f"backend.tree_max_row_tokens = {judge.backend.config.tree_max_row_tokens}")
+    for method in args.methods:
+        scorer = judge.method(method)
+        judge.score(items[:2], aspects=ASPECTS, method=method)  # warm-up
+        one, _ = runs(lambda: judge.score(items, aspects=["relevance"], method=method), args.repeats)
+        together, a = runs(lambda: judge.score(items, aspects=ASPECTS, method=method), args.repeats)
+        aspects = [judge.aspect_set.get(n) for n in ASPECTS]
+        separate, b = runs(lambda: [scorer.score(judge.backend, asp, items) for asp in aspects], args.repeats)
+        diff = max(abs(a[i][asp.name].value - b[k][i].value) for k, asp in enumerate(aspects) for i in range(len(items)))
+        m1 = statistics.median(one)
+        print(f"{method:<9} {fmt(one):>22} {fmt(together):>22} {fmt(separate):>22} "
+              f"{statistics.median(together) / m1:>12.2f}x {statistics.median(separate) / m1:>14.2f}x {diff:>10.2e}")
+
+
+if __name__ == "__main__":
+    main()
