@@ -288,7 +288,9 @@ def test_rloo_with_one_geval_reward_per_aspect_and_conversational_prompts(tmp_pa
     from trl import RLOOConfig, RLOOTrainer
 
     model, tok = policy_and_tokenizer()
-    judge = tiny_judge("geval", aspects=("coherence", "fluency"), fails=lambda k, text: k == 0)  # row 0 of each batch
+    # the first completion of each batch fails on both aspects: G-Eval sends both aspects' rows (4
+    # completions each, coherence first) in one backend call, so rows 0 and 4
+    judge = tiny_judge("geval", aspects=("coherence", "fluency"), fails=lambda k, text: k % 4 == 0)
     funcs = JudgeReward.per_aspect(judge, JudgeRewardConfig(normalise="unit"))
     args = RLOOConfig(
         output_dir=str(tmp_path / "rloo"), per_device_train_batch_size=4, num_generations=2, max_completion_length=6,

@@ -43,7 +43,9 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal, Optional
+
+from ..config import Section
 
 FAULT_KINDS = (
     "429",  # rate limited, with Retry-After when configured
@@ -193,13 +195,13 @@ def _top_directives(prompt: str) -> list[str]:
 
 
 @dataclass
-class FakeServerConfig:
+class FakeServerConfig(Section):
     """How the fake server behaves for every request (markers in a prompt add per-request faults)."""
 
     model: str = "fake-model"
     latency_s: float = 0.0
     """Every request waits this long before it is answered."""
-    fault: str | None = None
+    fault: Optional[Literal[FAULT_KINDS]] = None
     """A kind from :data:`FAULT_KINDS` applied to every request (see ``fault_count``)."""
     fault_count: int | None = None
     """Apply ``fault`` only to the first N requests the server receives (``None``: to all)."""
