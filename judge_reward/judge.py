@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
 
 from .aspects import Aspect, AspectSet, load_aspects
-from .config import ConfigError, Section, build_section, check_known_fields, load_section  # noqa: F401
+from .config import ConfigError, Section, build_section, check_known_fields, load_section, resolve_config_path  # noqa: F401
 from .backends.base import JudgeBackend
 from .cache import CacheConfig, JudgmentCache, judgment_key
 from .methods.base import Item, Score
@@ -51,9 +51,14 @@ class JudgeConfig(Section):
     weights, normalise, partial, guards); what ``judge-reward score``, the service and the TRL reward
     functions built from this config all return."""
 
+    source_file: Optional[str] = field(default=None, init=False, repr=False, compare=False)
+    """The YAML file this config was read from (errors found later name it too)."""
+
     @classmethod
     def from_yaml(cls, path: str | Path) -> "JudgeConfig":
-        return load_section(cls, path, "judges")
+        config = load_section(cls, path, "judges")
+        config.source_file = str(resolve_config_path(path, "judges"))
+        return config
 
     def check(self) -> None:
         for name in ("gptscore", "geval", "rating", "cache", "reward"):  # an empty YAML section reads as null
@@ -70,12 +75,15 @@ class JudgeConfig(Section):
         """Check everything a :class:`Judge` needs except the model (which takes seconds to minutes to
         load): the fields changed since construction, the aspects, the sections of ``self.method`` and
         of ``methods``, the cache and the backend sections. Returns the selected aspects."""
-        self.__post_init__()  # fields changed since construction are checked again
-        aspects = load_aspects(self.aspects_file).select(self.aspects)
-        for name in dict.fromkeys([self.method, *methods]):
-            build_method(name, self)
-        build_section(CacheConfig, self.cache, "cache")
-        backend_section(self.backend)
+        try:
+            self.__post_init__()  # fields changed since construction are checked again
+            aspects = load_aspects(self.aspects_file).select(self.aspects)
+            for name in dict.fromkeys([self.method, *methods]):
+                build_method(name, self)
+            build_section(CacheConfig, self.cache, "cache")
+            backend_section(self.backend)
+        except ConfigError as err:
+            raise err.within(file=self.source_file or "") from None
         return aspects
 
 

@@ -140,3 +140,16 @@ def test_train_audit_and_label_pairs_mistakes(tmp_path):
     rows = tmp_path / "rows.jsonl"
     rows.write_bytes(b'{"prompt": "\xff"}\n')
     assert f"{rows}:1: not valid UTF-8" in error("label-pairs", rows, "--out", tmp_path / "p.jsonl")
+
+
+def test_bad_field_deep_in_a_config_file_names_file_path_and_value(good, tmp_path):
+    """Fields checked at load (reward.guards) and those checked before the model loads (backend)
+    both name the file, the field's full path and the value."""
+    guards = tmp_path / "guards.yaml"
+    guards.write_text("reward:\n  guards:\n    copy: {enabled: true, weight: -1}\n")
+    out = error("score", good, "--config", guards)
+    assert f"{guards}: reward.guards.copy.weight: expected a non-negative number, got -1" in out
+    backend = tmp_path / "backend.yaml"
+    backend.write_text("backend: {kind: hf, max_batch_rows: true}\n")
+    out = error("score", good, "--config", backend)
+    assert f"{backend}: backend.max_batch_rows: expected a positive integer, got True" in out
