@@ -35,14 +35,25 @@ def summeval(n_docs: int) -> list[list[dict]]:
     return list(docs.values())[:n_docs]
 
 
-def timed(fn, repeats: int = 3):
-    """Run ``fn`` ``repeats`` times; return (median seconds, last result)."""
+def timings(fn, repeats: int = 3):
+    """Run ``fn`` ``repeats`` times; return (seconds of every run, last result)."""
     times, out = [], None
     for _ in range(repeats):
         start = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - start)
+    return times, out
+
+
+def timed(fn, repeats: int = 3):
+    """Run ``fn`` ``repeats`` times; return (median seconds, last result)."""
+    times, out = timings(fn, repeats)
     return statistics.median(times), out
+
+
+def median_range(xs, digits: int = 2) -> str:
+    """``median [min-max]``, how the benchmarks quote a spread."""
+    return f"{statistics.median(xs):.{digits}f} [{min(xs):.{digits}f}-{max(xs):.{digits}f}]" if xs else "n/a"
 
 
 def matmul_peak(dtype) -> float:

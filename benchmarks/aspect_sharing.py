@@ -20,25 +20,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
-from _common import summeval
+from _common import median_range, summeval, timings
 from judge_reward import Item, Judge, JudgeConfig
 
 ASPECTS = ["coherence", "consistency", "fluency", "relevance"]
 
 
-def runs(fn, repeats: int) -> tuple[list[float], object]:
-    out, times = None, []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return times, out
-
-
 def fmt(times: list[float]) -> str:
-    return f"{statistics.median(times):6.2f} s [{min(times):.2f}-{max(times):.2f}]"
+    return f"{median_range(times)} s"
 
 
 def main() -> None:
@@ -65,10 +55,10 @@ def main() -> None:
     for method in args.methods:
         scorer = judge.method(method)
         judge.score(items[:2], aspects=ASPECTS, method=method)  # warm-up
-        one, _ = runs(lambda: judge.score(items, aspects=["relevance"], method=method), args.repeats)
-        together, a = runs(lambda: judge.score(items, aspects=ASPECTS, method=method), args.repeats)
+        one, _ = timings(lambda: judge.score(items, aspects=["relevance"], method=method), args.repeats)
+        together, a = timings(lambda: judge.score(items, aspects=ASPECTS, method=method), args.repeats)
         aspects = [judge.aspect_set.get(n) for n in ASPECTS]
-        separate, b = runs(lambda: [scorer.score(judge.backend, asp, items) for asp in aspects], args.repeats)
+        separate, b = timings(lambda: [scorer.score(judge.backend, asp, items) for asp in aspects], args.repeats)
         diff = max(abs(a[i][asp.name].value - b[k][i].value) for k, asp in enumerate(aspects) for i in range(len(items)))
         m1 = statistics.median(one)
         print(f"{method:<9} {fmt(one):>22} {fmt(together):>22} {fmt(separate):>22} "

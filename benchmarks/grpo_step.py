@@ -20,7 +20,7 @@ step, which loads and warms up, is reported apart).
 from __future__ import annotations
 
 import argparse
-import statistics
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _common import median_range  # noqa: E402
 from grpo_hacking import PROMPT, data_dir, load_articles, prompt_of  # noqa: E402
 
 
@@ -45,10 +46,6 @@ class TimedReward:
         seconds = time.perf_counter() - start
         self.calls.append((seconds, self.reward.items(prompts, completions, kwargs)))
         return out
-
-
-def spread(xs: list[float]) -> str:
-    return f"{statistics.median(xs):.3f} [{min(xs):.3f}-{max(xs):.3f}]" if xs else "n/a"
 
 
 def main() -> None:
@@ -73,7 +70,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from judge_reward import Judge, JudgeConfig
+    from judge_reward import Judge
     from trainers.reward import JudgeReward
 
     articles = load_articles(data_dir(args.data), args.max_source_words)[:40]
@@ -109,9 +106,7 @@ def main() -> None:
     trainer.train()
 
     # Outside the trainer: a fresh judge on the same items, cache off, one call per step's batch.
-    raw = dict(judge.config.__dict__)
-    raw.pop("source_file", None)
-    outside_judge = Judge(JudgeConfig(**{**raw, "cache": {"memory": False}}))
+    outside_judge = Judge(dataclasses.replace(judge.config, cache={"memory": False}))
     aspects = [a.name for a in JudgeReward(outside_judge).reward.aspects]
     outside_judge.score(reward.calls[0][1][:2], aspects=aspects)  # warm-up, as the trainer's first step was
     inside, outside, shares = [], [], []
@@ -130,8 +125,8 @@ def main() -> None:
             outside.append(out_s / n)
             shares.append(seconds / step_s)
     ratios = [i / o for i, o in zip(inside, outside)]
-    print(f"steps 2-{len(reward.calls)}: judge share {spread(shares)}; s per completion inside {spread(inside)}, "
-          f"outside {spread(outside)}; inside / outside {spread(ratios)} (median [min-max])")
+    print(f"steps 2-{len(reward.calls)}: judge share {median_range(shares, 3)}; s per completion inside {median_range(inside, 3)}, "
+          f"outside {median_range(outside, 3)}; inside / outside {median_range(ratios, 3)} (median [min-max])")
 
 
 if __name__ == "__main__":

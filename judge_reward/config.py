@@ -78,7 +78,7 @@ PositiveInt = Annotated[int, Field(ge=1), Expect("a positive integer")]
 NonNegativeInt = Annotated[int, Field(ge=0), Expect("an integer >= 0")]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False), Expect("a positive number")]
 NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False), Expect("a non-negative number")]
-Weight = Annotated[float, Field(ge=0, allow_inf_nan=False), Expect("a non-negative number")]
+Weight = NonNegativeFloat
 """A penalty or an aspect weight, in the reward's units."""
 Fraction = Annotated[float, Field(ge=0, le=1), Expect("a number in [0, 1]")]
 FractionBelowOne = Annotated[float, Field(ge=0, lt=1), Expect("a number in [0, 1)")]
@@ -148,18 +148,24 @@ def _section_type(hint: Any) -> type | None:
 
 @lru_cache(maxsize=None)
 def _field_specs(cls: type) -> tuple:
-    """(name, type hint, validator or None) per checked field of ``cls``; built once per class."""
+    """Per checked field of ``cls``, built once per class: (name, type hint, validator or None,
+    nested Section class or None, whether None is allowed for the nested section)."""
     hints = typing.get_type_hints(cls, include_extras=True)
     specs = []
     for f in dataclasses.fields(cls):
         if not f.init or f.name.startswith("_"):
             continue
         hint = hints[f.name]
-        if hint is Any or _section_type(hint) is not None:
-            specs.append((f.name, hint, None))
-        else:
-            specs.append((f.name, hint, TypeAdapter(hint)))
+        nested = _section_type(hint)
+        optional = get_origin(hint) is Union and type(None) in get_args(hint)
+        adapter = None if hint is Any or nested is not None else TypeAdapter(hint)
+        specs.append((f.name, hint, adapter, nested, optional))
     return tuple(specs)
+
+
+def _unknown_value(value: Any, choices: tuple) -> str:
+    shown = tuple(c for c in choices if c is not None)
+    return f"unknown value {value!r}; choose one of {shown}" + (" (or null)" if None in choices else "")
 
 
 def check_value(hint: Any, value: Any, field: str, adapter: TypeAdapter | None = None) -> Any:
@@ -172,9 +178,7 @@ def check_value(hint: Any, value: Any, field: str, adapter: TypeAdapter | None =
     except ValidationError as err:
         choices = _literal_choices(hint)
         if choices is not None:
-            shown = [c for c in choices if c is not None]
-            extra = " (or null)" if None in choices else ""
-            raise ConfigError(f"unknown value {value!r}; choose one of {tuple(shown)}{extra}", field=field) from None
+            raise ConfigError(_unknown_value(value, choices), field=field) from None
         first = err.errors()[0]
         loc = [p for p in first["loc"] if p != "[key]"]
         if not loc or _union_width(hint) > 1:  # (pydantic names a union's members in loc)
@@ -184,7 +188,7 @@ def check_value(hint: Any, value: Any, field: str, adapter: TypeAdapter | None =
         sub = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[:1])
         choices = _literal_choices(inner)
         if choices is not None:
-            problem = f"unknown value {first['input']!r}; choose one of {tuple(c for c in choices if c is not None)}"
+            problem = _unknown_value(first["input"], choices)
         else:
             problem = f"expected {_describe(inner)}, got {first['input']!r}"
         raise ConfigError(problem, field=field + sub) from None
@@ -236,11 +240,9 @@ class Section:
         prefix = _BUILDING.get()
         prefix = type(self).section_path if prefix is None else prefix
         try:
-            for name, hint, adapter in _field_specs(type(self)):
+            for name, hint, adapter, nested, optional in _field_specs(type(self)):
                 value = getattr(self, name)
-                nested = _section_type(hint) if adapter is None else None
                 if nested is not None:
-                    optional = get_origin(hint) is Union and type(None) in get_args(hint)
                     if not (isinstance(value, nested) or (value is None and optional)):
                         object.__setattr__(self, name, _build(nested, value, join_path(prefix, name)))
                 elif adapter is not None:
@@ -253,9 +255,6 @@ class Section:
 
     def check(self) -> None:
         """Rules across fields; raise ``ConfigError(problem, field=...)``."""
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def known_fields(cls) -> list[str]:

@@ -56,8 +56,9 @@ class JudgeConfig(Section):
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "JudgeConfig":
+        path = resolve_config_path(path, "judges")
         config = load_section(cls, path, "judges")
-        config.source_file = str(resolve_config_path(path, "judges"))
+        config.source_file = str(path)
         return config
 
     def check(self) -> None:
