@@ -30,7 +30,7 @@ from judge_reward.config import (
     PositiveInt,
     Section,
     build_section,
-    read_yaml,
+    read_mapping,
     resolve_config_path,
 )
 
@@ -105,10 +105,7 @@ class AuditConfig(Section):
     @classmethod
     def from_yaml(cls, path: str | Path) -> "AuditConfig":
         given, path = str(path), resolve_config_path(path, "audit")
-        raw = read_yaml(path)
-        raw = {} if raw is None else raw
-        if not isinstance(raw, dict):
-            raise ConfigError(f"expected a mapping at the top level, got {type(raw).__name__}", file=str(path))
+        raw = read_mapping(path)
         if "judge" not in raw and raw.keys() & JUDGE_KEYS:
             raw = {"judge": given}  # a judge config: audit it with the default settings
         raw.setdefault("name", Path(path).stem)

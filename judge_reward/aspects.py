@@ -38,6 +38,7 @@ from .config import (  # noqa: F401 (CONFIG_DIR, ConfigError re-exported)
     Section,
     Text,
     build_section,
+    read_mapping,
     read_yaml,
     resolve_config_path,
 )
@@ -193,10 +194,7 @@ class AspectFile(Section):
 def load_aspects(name_or_path: str | Path) -> AspectSet:
     """Load and validate an aspect file (a path, or a built-in name such as ``"summeval"``)."""
     path = resolve_config_path(name_or_path, "aspects")
-    raw = read_yaml(path)
-    if not isinstance(raw, dict):
-        raise ConfigError(f"expected a mapping at the top level, got {type(raw).__name__}", file=str(path))
-    top = build_section(AspectFile, raw, file=str(path))
+    top = build_section(AspectFile, read_mapping(path), file=str(path))
     shared = ("task_introduction", "source_label", "output_label", "reference_label")
     aspects = {}
     for name, spec in top.aspects.items():

@@ -23,7 +23,7 @@ import yaml
 
 from .aspects import Aspect
 from .backends.base import GenerationRequest, JudgeBackend
-from .config import ConfigError, read_yaml
+from .config import ConfigError, read_mapping
 from .prompts.geval import build_steps_prompt, criteria_block
 
 MAX_STEPS = 8
@@ -59,10 +59,7 @@ class StepsStore:
         path = Path(path)
         if not path.exists():
             raise ConfigError(f"{str(path)!r} does not exist (create it with `judge-reward steps`)", field="steps_file")
-        raw = read_yaml(path)
-        raw = {} if raw is None else raw
-        if not isinstance(raw, dict):
-            raise ConfigError(f"expected a mapping at the top level, got {type(raw).__name__}", file=str(path))
+        raw = read_mapping(path)
         entries = raw.get("aspects")
         if not isinstance(entries, dict):
             raise ConfigError("expected a mapping of aspect name to generated steps", field="aspects", file=str(path))

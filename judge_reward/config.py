@@ -346,8 +346,17 @@ def read_yaml(path: str | Path) -> Any:
         raise ConfigError(f"not valid YAML ({problem})", file=where) from None
 
 
+def read_mapping(path: str | Path) -> dict:
+    """The YAML mapping in ``path`` (an empty file is an empty mapping); anything else at the top
+    level is a :class:`ConfigError` naming the file."""
+    raw = read_yaml(path)
+    raw = {} if raw is None else raw
+    if not isinstance(raw, dict):
+        raise ConfigError(f"expected a mapping at the top level, got {type(raw).__name__}", file=str(path))
+    return raw
+
+
 def load_section(cls, path: str | Path, kind: str):
     """A top-level section read from a YAML file (a path or a built-in name of ``kind``)."""
     path = resolve_config_path(path, kind)
-    raw = read_yaml(path)
-    return build_section(cls, {} if raw is None else raw, file=str(path))
+    return build_section(cls, read_mapping(path), file=str(path))
