@@ -110,7 +110,9 @@ def build_method(name: str, config: JudgeConfig):
     if name == "gptscore":
         return GPTScore(build_section(GPTScoreConfig, config.gptscore, "gptscore"))
     if name == "geval":
-        return GEval(build_section(GEvalConfig, config.geval, "geval"))
+        # The shared layout lists the judge's aspects in every prompt (one prefix for all of them).
+        return GEval(build_section(GEvalConfig, config.geval, "geval"),
+                     panel=load_aspects(config.aspects_file).select(config.aspects))
     if name == "rating":
         from .methods.rating import RatingConfig, RatingMethod
 

@@ -43,21 +43,28 @@ def test_items_sharing_a_source_are_grouped_and_unchanged_by_it():
 
 def test_a_judge_scores_every_aspect_in_one_backend_call_with_the_same_numbers():
     """Judge.score hands all aspects to G-Eval at once: one candidate call, one shared group per
-    source (the guarded layout puts task, source and judged text before the aspect's part), and the
-    scores equal those of each aspect scored on its own."""
+    source, and the scores equal those of each aspect scored on its own (same panel)."""
     backend = make_backend("char", min_shared_tokens=8)
     calls = []
     real = backend.candidate_logprobs
     backend.candidate_logprobs = lambda reqs: calls.append(list(reqs)) or real(reqs)
-    judge = Judge(JudgeConfig(method="geval", aspects=["coherence", "fluency", "relevance"], cache={"memory": False}),
-                  backend=backend)
+    names = ["coherence", "fluency", "relevance"]
+    judge = Judge(JudgeConfig(method="geval", aspects=names, cache={"memory": False}), backend=backend)
     items = [Item(f"Summary number {k}.", "One article for all of them.") for k in range(3)]
     together = judge.score(items)
     assert len(calls) == 1 and len(calls[0]) == 9
     assert len({r.group for r in calls[0]}) == 1  # every aspect's rows share the source's prefix
-    for name in ("coherence", "fluency", "relevance"):
-        alone = GEval().score(make_backend("char", prefix_sharing=False), load_aspects("summeval").get(name), items)
+    # Shared layout: the rows of one item differ only after the last form heading (the aspect's slot line).
+    rows_of_first = [r.prompt for r in calls[0] if "Summary number 0." in r.prompt]
+    heads = {p.rsplit("\n- ", 1)[0] for p in rows_of_first}
+    assert len(rows_of_first) == 3 and len(heads) == 1
+    panel = [load_aspects("summeval").get(n) for n in names]
+    for name in names:
+        alone = GEval(panel=panel).score(make_backend("char", prefix_sharing=False), load_aspects("summeval").get(name), items)
         assert [r[name].value for r in together] == pytest.approx([s.value for s in alone], abs=1e-5)
+    # An aspect's score does not depend on which other aspects are asked for with it.
+    only = judge.score(items, aspects=["fluency"])
+    assert [r["fluency"].value for r in only] == pytest.approx([r["fluency"].value for r in together], abs=1e-5)
 
 
 def test_min_mass_turns_a_non_judging_model_into_failures():

@@ -35,9 +35,11 @@ class GEvalConfig(Section):
     """Evaluation steps: ``manual`` (the aspect file's ``steps``), ``auto`` (generated once, from ``steps_file``), ``none``."""
     steps_file: Optional[str] = None
     """YAML written by ``judge-reward steps`` (auto-CoT); required when ``steps: auto``."""
-    layout: Literal[LAYOUTS] = "guarded"
-    """Prompt order (:data:`judge_reward.prompts.geval.LAYOUTS`): ``guarded`` puts the judged text
-    between marker lines before the criteria, steps and form; ``paper`` is the paper's order."""
+    layout: Literal[LAYOUTS] = "shared"
+    """Prompt order (:data:`judge_reward.prompts.geval.LAYOUTS`): ``shared`` lists every aspect's
+    criteria and steps before the source and puts the judged text between marker lines, so only the
+    form line differs between aspects; ``guarded`` puts this aspect's criteria, steps and form after
+    the fenced text; ``paper`` is the paper's order."""
     with_reference: bool = False
     """Show the item's human reference in the prompt."""
     min_mass: Fraction = 0.0
@@ -56,12 +58,16 @@ class GEvalConfig(Section):
 class GEval:
     name = "geval"
 
-    def __init__(self, config: GEvalConfig | None = None):
+    def __init__(self, config: GEvalConfig | None = None, panel: Sequence[Aspect] = ()):
+        """``panel``: the aspects the ``shared`` layout lists in every prompt (a judge passes its
+        aspects); an aspect scored outside it is listed after them in its own prompts."""
         self.config = config or GEvalConfig()
+        self.panel = tuple(panel)
         self._steps: dict[str, tuple[str, ...]] | None = None
 
     def fingerprint(self) -> str:
-        return config_fingerprint(self.name, {"config": self.config, "steps": self._steps_store_digest()})
+        panel = [a.content_hash() for a in self.panel] if self.config.layout == "shared" else None
+        return config_fingerprint(self.name, {"config": self.config, "steps": self._steps_store_digest(), "panel": panel})
 
     def _steps_store_digest(self) -> str | None:
         if self.config.steps != "auto":
@@ -82,6 +88,9 @@ class GEval:
     def prompts(self, backend: JudgeBackend, aspect: Aspect, items: Sequence[Item]):
         """Per item: (prompt, source tokens cut) or the error that stops it."""
         steps = self.steps_for(aspect)
+        panel = [(a, self.steps_for(a)) for a in self.panel] if self.config.layout == "shared" else ()
+        build = lambda a_source, a_output, reference: build_geval_prompt(  # noqa: E731
+            aspect, a_source, a_output, steps, reference, self.config.layout, panel)
         out = []
         for item in items:
             reference = item.reference if self.config.with_reference else None
@@ -91,13 +100,13 @@ class GEval:
             if not item.output.strip():
                 out.append(ValueError("output: empty text cannot be judged"))
                 continue
-            render = lambda it: build_geval_prompt(aspect, it.source, it.output, steps, reference, self.config.layout).text  # noqa: E731
+            render = lambda it: build(it.source, it.output, reference).text  # noqa: E731
             try:
                 fitted, cut = fit_source(backend, item, render, extra_tokens=self._extra_tokens())
             except ValueError as err:
                 out.append(err)
                 continue
-            out.append((build_geval_prompt(aspect, fitted.source, fitted.output, steps, reference, self.config.layout), cut))
+            out.append((build(fitted.source, fitted.output, reference), cut))
         return out
 
     def _extra_tokens(self) -> int:
