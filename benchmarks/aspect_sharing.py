@@ -1,12 +1,16 @@
 """What a four-aspect reward costs against a one-aspect one: the 16 summaries of one SummEval article.
 
-For G-Eval (exact, guarded layout) and GPTScore, with the embedded judge and the cache off:
+For G-Eval (exact; the default ``shared`` layout and the older ``guarded`` one) and GPTScore, with the
+embedded judge and the cache off:
 
 * ``1 aspect``: ``Judge.score`` with one aspect (relevance).
 * ``4, one call``: ``Judge.score`` with the four SummEval aspects, as the engine runs it: G-Eval
-  sends every aspect's rows in one backend call, so task, source and the judged text (which come
-  before the aspect's criteria, steps and form in the guarded layout) are shared by all four;
-  GPTScore's aspect phrase opens its instruction, so it still runs one pass per aspect.
+  sends every aspect's rows in one backend call. In the ``shared`` layout everything but the form
+  line (task, every aspect's criteria and steps, source, judged text) is common to the four aspects
+  of a summary; in the ``guarded`` layout each aspect's criteria, steps and form follow the judged
+  text. GPTScore sends every aspect's rows in one call too; with its default order the aspect phrase
+  opens the instruction, so nothing is shared across aspects; ``source_first`` puts it after the
+  source, so the four aspects share the source but each still scores the summary after its own phrase.
 * ``4, per aspect``: the baseline, one ``method.score`` call per aspect (what the engine did before).
 
 Prints median seconds (and min-max over ``--repeats`` runs) and the ratios against one aspect, plus
@@ -25,6 +29,12 @@ from _common import median_range, summeval, timings
 from judge_reward import Item, Judge, JudgeConfig
 
 ASPECTS = ["coherence", "consistency", "fluency", "relevance"]
+VARIANTS = {  # name -> JudgeConfig fields
+    "geval": {"method": "geval"},
+    "geval-guarded": {"method": "geval", "geval": {"layout": "guarded"}},
+    "gptscore": {"method": "gptscore"},
+    "gptscore-source-first": {"method": "gptscore", "gptscore": {"layout": "source_first"}},
+}
 
 
 def fmt(times: list[float]) -> str:
@@ -36,7 +46,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--doc", type=int, default=0, help="which SummEval document (file order)")
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--methods", nargs="+", default=["geval", "gptscore"])
+    parser.add_argument("--methods", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--tree-max-row-tokens", type=int, default=None,
                         help="backend.tree_max_row_tokens (default: the backend's); a packed row must hold "
                              "a summary and all four aspects' parts for G-Eval to compute the summary once")
@@ -47,12 +57,16 @@ def main() -> None:
     if args.tree_max_row_tokens:
         backend["tree_max_row_tokens"] = args.tree_max_row_tokens
     judge = Judge(JudgeConfig(backend=backend, aspects=ASPECTS, cache={"memory": False}))
+    shared_backend = judge.backend
     print(f"{len(items)} summaries of one SummEval article ({judge.backend.model_id}); "
           f"median [min-max] of {args.repeats} runs, cache off")
-    print(f"{'method':<9} {'1 aspect':>22} {'4, one call':>22} {'4, per aspect':>22} {'one call / 1':>13} "
+    print(f"{'method':<13} {'1 aspect':>22} {'4, one call':>22} {'4, per aspect':>22} {'one call / 1':>13} "
           f"{'per aspect / 1':>15} {'max|diff|':>10}")
     print(f"backend.tree_max_row_tokens = {judge.backend.config.tree_max_row_tokens}")
-    for method in args.methods:
+    for variant in args.methods:
+        judge = Judge(JudgeConfig(backend=backend, aspects=ASPECTS, cache={"memory": False}, **VARIANTS[variant]),
+                      backend=shared_backend)
+        method = judge.config.method
         scorer = judge.method(method)
         judge.score(items[:2], aspects=ASPECTS, method=method)  # warm-up
         one, _ = timings(lambda: judge.score(items, aspects=["relevance"], method=method), args.repeats)
@@ -61,7 +75,7 @@ def main() -> None:
         separate, b = timings(lambda: [scorer.score(judge.backend, asp, items) for asp in aspects], args.repeats)
         diff = max(abs(a[i][asp.name].value - b[k][i].value) for k, asp in enumerate(aspects) for i in range(len(items)))
         m1 = statistics.median(one)
-        print(f"{method:<9} {fmt(one):>22} {fmt(together):>22} {fmt(separate):>22} "
+        print(f"{variant:<13} {fmt(one):>22} {fmt(together):>22} {fmt(separate):>22} "
               f"{statistics.median(together) / m1:>12.2f}x {statistics.median(separate) / m1:>14.2f}x {diff:>10.2e}")
 
 

@@ -20,6 +20,7 @@ import time
 from _common import summeval
 from judge_reward import Item, Judge, JudgeConfig
 from judge_reward.metaeval.correlation import sample_level
+from judge_reward.prompts.geval import LAYOUTS
 from judge_reward.reward import Reward
 
 PAPER = {"coherence": 0.392, "consistency": 0.353, "fluency": 0.307, "relevance": 0.283}
@@ -30,7 +31,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--docs", type=int, default=20)
     parser.add_argument("--methods", default="gptscore,geval")
-    parser.add_argument("--geval-layout", choices=("guarded", "paper"), default=None,
+    parser.add_argument("--geval-layout", choices=LAYOUTS, default=None,
                         help="G-Eval prompt order (default: the config's)")
     args = parser.parse_args()
     docs = summeval(args.docs)

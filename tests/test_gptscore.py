@@ -85,3 +85,29 @@ def test_reference_directions_need_a_reference():
     aspect = load_aspects("summeval").get("coherence")
     [s] = GPTScore(GPTScoreConfig(direction="ref_hypo")).score(backend, aspect, [Item("out", "src")])
     assert s.value is None and "reference" in s.reason
+
+
+def test_source_first_layout_shares_the_source_across_aspects_in_one_call():
+    """``layout: source_first`` puts the aspect's instruction after the source, so all aspects of an
+    item fall in one prefix group; a judge sends them in one backend call, and each score is the
+    plain reference computation of its own prompt."""
+    from judge_reward import Judge, JudgeConfig
+
+    aspects = load_aspects("summeval")
+    p = build_gptscore_prompt(aspects.get("coherence"), "Doc.", "Sum.", layout="source_first")
+    q = build_gptscore_prompt(aspects.get("fluency"), "Doc.", "Sum.", layout="source_first")
+    assert p.context.startswith("Doc.") and p.context.endswith("TL;DR:") and "coherent" in p.context
+    assert p.shared == q.shared == "Doc." and p.context != q.context
+    backend = make_backend("char", min_shared_tokens=4)
+    calls = []
+    real = backend.continuation_logprobs
+    backend.continuation_logprobs = lambda reqs: calls.append(list(reqs)) or real(reqs)
+    judge = Judge(JudgeConfig(aspects=["coherence", "fluency"], gptscore={"layout": "source_first"},
+                              cache={"memory": False}), backend=backend)
+    scores = judge.score(ITEMS)
+    assert len(calls) == 1 and len(calls[0]) == 2 * len(ITEMS)
+    assert len({r.group for r in calls[0]}) == len({it.source for it in ITEMS})
+    for item, got in zip(ITEMS, scores):
+        for name in ("coherence", "fluency"):
+            prompt = build_gptscore_prompt(aspects.get(name), item.source, item.output, layout="source_first")
+            assert got[name].value == pytest.approx(reference_score(backend, prompt.context, prompt.continuation), abs=1e-4)

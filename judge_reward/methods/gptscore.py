@@ -20,7 +20,7 @@ from typing_extensions import TypedDict
 from ..aspects import Aspect
 from ..backends.base import ContinuationRequest, JudgeBackend
 from ..config import Expect, Section
-from ..prompts.gptscore import build_gptscore_prompt
+from ..prompts.gptscore import LAYOUTS, build_gptscore_prompt
 from .base import Item, Score, config_fingerprint
 from .common import fit_source
 
@@ -43,6 +43,10 @@ class GPTScoreConfig(Section):
     """``src_hypo``, ``ref_hypo``, ``hypo_ref`` or ``avg_f`` (mean of both reference directions)."""
     instruction: bool = True
     """Use the aspect's instruction template; ``False`` is GPTScore's vanilla setting (text only)."""
+    layout: Literal[LAYOUTS] = "instruction_first"
+    """``instruction_first`` (GPTScore's order: the aspect's instruction, then the conditioning text)
+    or ``source_first`` (the conditioning text, then the instruction: the aspects of an item share
+    the conditioning text, so the backend runs it once for all of them)."""
     reduce: Literal[REDUCTIONS] = "mean"
     """``mean`` log-probability per token (the official scorer) or ``sum``."""
     demonstrations: list[Annotated[Demonstration, Expect("{source: text, output: text}")]] = field(default_factory=list)
@@ -72,8 +76,24 @@ class GPTScore:
         return [(item.reference, item.output), (item.output, item.reference)]
 
     def score(self, backend: JudgeBackend, aspect: Aspect, items: Sequence[Item]) -> list[Score]:
+        return self.score_aspects(backend, [(aspect, items)])[0]
+
+    def score_aspects(self, backend: JudgeBackend, work: Sequence[tuple[Aspect, Sequence[Item]]]) -> list[list[Score]]:
+        """Scores for several (aspect, items) in one backend call, so rows of different aspects that
+        share a prefix (the source, in the ``source_first`` layout) are run together."""
+        plans = [self._plan(backend, aspect, items) for aspect, items in work]
+        requests = [r for plan in plans for r in plan[0]]
+        results = backend.continuation_logprobs(requests) if requests else []
+        out, start = [], 0
+        for requests_of, finish in plans:
+            out.append(finish(results[start:start + len(requests_of)]))
+            start += len(requests_of)
+        return out
+
+    def _plan(self, backend: JudgeBackend, aspect: Aspect, items: Sequence[Item]):
+        """(the continuation requests for ``items``, a function from their results to the Scores)."""
         demos = tuple((d["source"], d["output"]) for d in self.config.demonstrations)
-        build = lambda it: build_gptscore_prompt(aspect, it.source, it.output, self.config.instruction, demos)  # noqa: E731
+        build = lambda it: build_gptscore_prompt(aspect, it.source, it.output, self.config.instruction, demos, self.config.layout)  # noqa: E731
         requests, owners, cuts = [], [], {}
         scores: list[Score | None] = [None] * len(items)
         for i, item in enumerate(items):
@@ -92,23 +112,27 @@ class GPTScore:
             for prompt, _ in prepared:
                 requests.append(ContinuationRequest(prompt.context, prompt.continuation, group=prompt.shared))
                 owners.append(i)
-        results: dict[int, list] = {}
-        for i, res in zip(owners, backend.continuation_logprobs(requests)):
-            results.setdefault(i, []).append(res)
-        for i, parts in results.items():
-            failed = [r.error for r in parts if r.error is not None]
-            if failed:
-                scores[i] = Score.failure(failed[0])
-                continue
-            means = [sum(r.token_logprobs) / len(r.token_logprobs) for r in parts]
-            sums = [sum(r.token_logprobs) for r in parts]
-            mean, total = sum(means) / len(means), sum(sums) / len(sums)
-            details = {
-                "mean_logprob": mean,
-                "sum_logprob": total,
-                "tokens": [len(r.token_logprobs) for r in parts],
-                "truncated_source_tokens": cuts[i],
-                "boundary": [r.details.get("boundary") for r in parts],
-            }
-            scores[i] = Score(mean if self.config.reduce == "mean" else total, None, details)
-        return scores  # type: ignore[return-value]
+
+        def finish(results_of) -> list[Score]:
+            results: dict[int, list] = {}
+            for i, res in zip(owners, results_of):
+                results.setdefault(i, []).append(res)
+            for i, parts in results.items():
+                failed = [r.error for r in parts if r.error is not None]
+                if failed:
+                    scores[i] = Score.failure(failed[0])
+                    continue
+                means = [sum(r.token_logprobs) / len(r.token_logprobs) for r in parts]
+                sums = [sum(r.token_logprobs) for r in parts]
+                mean, total = sum(means) / len(means), sum(sums) / len(sums)
+                details = {
+                    "mean_logprob": mean,
+                    "sum_logprob": total,
+                    "tokens": [len(r.token_logprobs) for r in parts],
+                    "truncated_source_tokens": cuts[i],
+                    "boundary": [r.details.get("boundary") for r in parts],
+                }
+                scores[i] = Score(mean if self.config.reduce == "mean" else total, None, details)
+            return scores  # type: ignore[return-value]
+
+        return requests, finish

@@ -24,6 +24,15 @@ INSTRUCTIONS = {
     "translation": "Translate the following text into {quality} English.\n\n{source}\n\nIn other words:",
     "generic": "Write a {quality} response to the following text.\n\n{source}\n\nResponse:",
 }
+# The same instructions after the conditioning text: every aspect of an item then shares the prefix
+# up to the instruction (``gptscore.layout: source_first``).
+INSTRUCTIONS_SOURCE_FIRST = {
+    "summarization": "{source}\n\nWrite a {quality} summary of the text above.\n\nTL;DR:",
+    "data_to_text": "{source}\n\nTurn the data above into {quality} text.\n\nIn other words:",
+    "translation": "{source}\n\nTranslate the text above into {quality} English.\n\nIn other words:",
+    "generic": "{source}\n\nWrite a {quality} response to the text above.\n\nResponse:",
+}
+LAYOUTS = ("instruction_first", "source_first")
 VANILLA = "{source}\n\n"
 
 # Dialogue is asked as a question about the response, and the scored text is the answer "Yes".
@@ -49,11 +58,14 @@ def build_gptscore_prompt(
     output: str,
     instruction: bool = True,
     demonstrations: tuple[tuple[str, str], ...] = (),
+    layout: str = "instruction_first",
 ) -> GPTScorePrompt:
     """Context and scored continuation for scoring ``output`` given ``source``.
 
     ``demonstrations`` are (source, output) pairs written with the same template before the
-    query (GPTScore's in-context setting).
+    query (GPTScore's in-context setting). ``layout`` (:data:`LAYOUTS`): the aspect's instruction
+    before the conditioning text (GPTScore's order) or after it, so that all aspects of an item
+    share the conditioning text as a prefix.
     """
     if aspect.task == "dialogue":
         demos = "".join(
@@ -63,7 +75,8 @@ def build_gptscore_prompt(
         context = demos + DIALOGUE.format(source=source.strip(), output=output.strip(), quality=aspect.quality)
         shared = demos + DIALOGUE.split("{output}")[0].format(source=source.strip())
         return GPTScorePrompt(context, DIALOGUE_ANSWER, shared)
-    template = INSTRUCTIONS.get(aspect.task, INSTRUCTIONS["generic"]) if instruction else VANILLA
+    templates = INSTRUCTIONS_SOURCE_FIRST if layout == "source_first" else INSTRUCTIONS
+    template = templates.get(aspect.task, templates["generic"]) if instruction else VANILLA
     demos = "".join(
         template.format(source=s.strip(), quality=aspect.quality) + " " + o.strip() + DEMO_SEPARATOR
         for s, o in demonstrations
@@ -71,4 +84,7 @@ def build_gptscore_prompt(
     context = demos + template.format(source=source.strip(), quality=aspect.quality)
     if not instruction:
         context = context.rstrip()
-    return GPTScorePrompt(context, " " + output.strip(), context)
+        return GPTScorePrompt(context, " " + output.strip(), context)
+    # What every aspect shares: with the source first, everything before the instruction.
+    shared = demos + template.split("{source}")[0] + source.strip() if layout == "source_first" else context
+    return GPTScorePrompt(context, " " + output.strip(), shared)
