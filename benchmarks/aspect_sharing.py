@@ -14,7 +14,8 @@ embedded judge and the cache off:
 * ``4, per aspect``: the baseline, one ``method.score`` call per aspect (what the engine did before).
 
 Prints median seconds (and min-max over ``--repeats`` runs) and the ratios against one aspect, plus
-the largest difference between the two four-aspect paths (the numbers must not change).
+the largest difference between the two four-aspect paths (the numbers must not change), and the
+token columns the decoder ran over for one and for four aspects (shared prefixes counted once).
 
     python benchmarks/aspect_sharing.py                 # ~3-5 min on 2 CPU cores
     python benchmarks/aspect_sharing.py --repeats 5
@@ -69,14 +70,19 @@ def main() -> None:
         method = judge.config.method
         scorer = judge.method(method)
         judge.score(items[:2], aspects=ASPECTS, method=method)  # warm-up
+        columns = lambda: shared_backend.work["body"]  # noqa: E731  token columns the decoder ran over
+        start = columns()
         one, _ = timings(lambda: judge.score(items, aspects=["relevance"], method=method), args.repeats)
+        middle = columns()
         together, a = timings(lambda: judge.score(items, aspects=ASPECTS, method=method), args.repeats)
+        work = f"body token columns per run: 1 aspect {(middle - start) // args.repeats}, 4 aspects {(columns() - middle) // args.repeats}"
         aspects = [judge.aspect_set.get(n) for n in ASPECTS]
         separate, b = timings(lambda: [scorer.score(judge.backend, asp, items) for asp in aspects], args.repeats)
         diff = max(abs(a[i][asp.name].value - b[k][i].value) for k, asp in enumerate(aspects) for i in range(len(items)))
         m1 = statistics.median(one)
         print(f"{variant:<13} {fmt(one):>22} {fmt(together):>22} {fmt(separate):>22} "
               f"{statistics.median(together) / m1:>12.2f}x {statistics.median(separate) / m1:>14.2f}x {diff:>10.2e}")
+        print(f"{'':<13} {work}")
 
 
 if __name__ == "__main__":

@@ -23,12 +23,13 @@ def main() -> None:
     doc = summeval(1)[0]
     items = [Item(r["system_output"], r["source"]) for r in doc[: args.items]]
     backend = HFBackend(HFBackendConfig(progress=False))
-    GEval().score(backend, aspect, items[:1])  # warm-up
+    layout = "guarded"  # the layout the README row was measured with; both modes read the same prompt
+    GEval(GEvalConfig(layout=layout)).score(backend, aspect, items[:1])  # warm-up
     start = time.perf_counter()
-    exact = GEval().score(backend, aspect, items)
+    exact = GEval(GEvalConfig(layout=layout)).score(backend, aspect, items)
     t_exact = time.perf_counter() - start
     start = time.perf_counter()
-    sampled = GEval(GEvalConfig(mode="sampling", n=20, temperature=1.0, max_new_tokens=4)).score(backend, aspect, items)
+    sampled = GEval(GEvalConfig(mode="sampling", n=20, temperature=1.0, max_new_tokens=4, layout=layout)).score(backend, aspect, items)
     t_sample = time.perf_counter() - start
     for e, s in zip(exact, sampled):
         print(f"exact {e.value:.3f} (mass {e.details['mass']:.3f})   sampled {s.value if s.value is None else round(s.value, 3)} "

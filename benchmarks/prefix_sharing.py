@@ -51,7 +51,8 @@ def main() -> None:
         gptscore.append(ContinuationRequest(p.context, p.continuation, group=p.shared))
     geval = []
     for r in doc:
-        p = build_geval_prompt(aspect, r["source"], r["system_output"], aspect.steps)
+        # the layout the README row was measured with (the criteria after the judged text, per row)
+        p = build_geval_prompt(aspect, r["source"], r["system_output"], aspect.steps, layout="guarded")
         geval.append(CandidateRequest(p.text, aspect.scale.texts, group=p.shared))
 
     print(f"8 completions sharing one document ({backend.model_id}); medians of {args.repeats} runs")
