@@ -183,9 +183,11 @@ def test_shared_geval_layout_lists_every_aspect_first_and_ends_in_the_aspects_fo
     # Both aspects' criteria and steps come before the source; both prompts share all but the slot line.
     for a in (coherence, fluency):
         assert p.text.index(a.criteria) < p.text.index(a.steps[-1]) < p.text.index(ARTICLE) < p.text.index(SUMMARY)
+    # Both prompts differ only in the slot line; after the end fence comes fixed text only.
     assert p.shared == q.shared and p.text.rsplit("\n", 1)[0] == q.text.rsplit("\n", 1)[0]
     after = p.text.split(fence(coherence, True), 1)[1]
-    assert after == "\n\nEvaluation Form (answer with the score only):\n\n- Coherence: "
+    assert after.startswith("\n\nRate the summary on the one aspect named in the form below") and "5" not in after
+    assert after.endswith("\n\nEvaluation Form (answer with the score only):\n\n- Coherence: ")
     assert q.text.endswith("- Fluency: ") and SUMMARY not in p.shared and ARTICLE in p.shared
     # An aspect outside the panel is listed after it in its own prompt.
     r = build_geval_prompt(SUMMEVAL.get("relevance"), ARTICLE, SUMMARY, SUMMEVAL.get("relevance").steps,
