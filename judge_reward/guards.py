@@ -34,6 +34,7 @@ from .config import (  # noqa: F401 (ConfigError re-exported)
 
 WORD = re.compile(r"\w+", re.UNICODE)
 TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+SPAN = re.compile(r"[^\n.!?]*(?:[.!?]+|\n|$)")  # a sentence or a line, with its closing marks
 
 
 def words(text: str) -> list[str]:
@@ -119,6 +120,26 @@ def novel_word_share(output: Sequence[str], source_words: set, min_chars: int) -
     return sum(w not in source_words for w in content) / len(content)
 
 
+MIN_SENTENCE_CONTENT = 3  # a sentence with fewer content words says too little to judge alone
+
+
+def unsupported_sentence_share(text: str, source_words: set, min_chars: int, threshold: float) -> tuple[float, list[str]]:
+    """Share of the text's content words that sit in *unsupported* sentences, and those sentences.
+
+    A sentence is unsupported when it has at least three content words and more than ``threshold``
+    of them are absent from the source. An appended sentence of filler or self-praise hides in the
+    whole-text share (one sentence of four) but stands out alone: nearly all of its words are new.
+    """
+    total, unsupported, found = 0, 0, []
+    for match in SPAN.finditer(text):
+        content = [w for w in words(match.group(0)) if len(w) >= min_chars]
+        total += len(content)
+        if len(content) >= MIN_SENTENCE_CONTENT and sum(w not in source_words for w in content) / len(content) > threshold:
+            unsupported += len(content)
+            found.append(match.group(0).strip())
+    return (unsupported / total if total else 0.0), found
+
+
 # -- configs ----------------------------------------------------------------------------------------
 
 
@@ -189,6 +210,11 @@ class GroundingGuard(Section):
     min_chars: PositiveInt = 4
     threshold: FractionBelowOne = 0.5
     weight: Weight = 1.0
+    sentence_threshold: Optional[FractionBelowOne] = None
+    """Also judge each sentence alone: a sentence of at least three content words, more than this
+    share of which are absent from the source, is unsupported, and the share of the output's content
+    words in unsupported sentences is charged from 0 (the penalty is the larger of the two ramps).
+    Catches one appended sentence of filler or self-praise, which the whole-text share dilutes."""
 
 
 @dataclass
@@ -301,9 +327,6 @@ class InjectionPatterns:
         return cls(rating, heading, addressed, self_reference)
 
 
-SPAN = re.compile(r"[^\n.!?]*(?:[.!?]+|\n|$)")
-
-
 def neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
     """The text without its spans (sentences or lines) that talk to the judge, and those spans."""
     kept, removed = [], []
@@ -382,9 +405,15 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
         report.measured["length"] = {"words": n, "ceiling": ceiling}
         report.penalties["length"] = g.weight * max(short, long)
     if config.grounding.enabled and source is not None and source.words:
-        share = novel_word_share(toks, source.word_set, config.grounding.min_chars)
+        g = config.grounding
+        share = novel_word_share(toks, source.word_set, g.min_chars)
         report.measured["grounding"] = {"novel_word_share": share}
-        report.penalties["grounding"] = config.grounding.weight * _ramp(share, config.grounding.threshold, 1.0)
+        ramp = _ramp(share, g.threshold, 1.0)
+        if g.sentence_threshold is not None:
+            unsupported, sentences = unsupported_sentence_share(output, source.word_set, g.min_chars, g.sentence_threshold)
+            report.measured["grounding"].update(unsupported_share=unsupported, unsupported_sentences=len(sentences))
+            ramp = max(ramp, _ramp(unsupported, 0.0, 1.0))
+        report.penalties["grounding"] = g.weight * ramp
     if config.ending.enabled:
         complete = ends_complete(output)
         report.measured["ending"] = {"complete": complete}

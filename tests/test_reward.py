@@ -72,6 +72,31 @@ def test_repetition_length_grounding_and_ending_statistics():
     assert cut.penalties["ending"] == config.ending.weight
 
 
+def test_grounding_judges_each_sentence_when_asked():
+    """One appended sentence of filler or self-praise hides in the whole-text share, not alone."""
+    padded = SUMMARY + " Overall, this remains a significant development whose consequences everyone will watch closely."
+    whole_text = GuardsConfig.from_dict({"grounding": {"enabled": True, "threshold": 0.7, "weight": 1.0}})
+    per_sentence = GuardsConfig.from_dict({"grounding": {"enabled": True, "threshold": 0.7, "weight": 1.0,
+                                                         "sentence_threshold": 0.6}})
+    stats = SourceStats(ARTICLE)
+    assert apply_guards(whole_text, padded, stats).penalties["grounding"] == 0.0  # diluted below the threshold
+    report = apply_guards(per_sentence, padded, stats)
+    measured = report.measured["grounding"]
+    assert measured["unsupported_sentences"] == 1
+    content = [w for w in words(padded) if len(w) >= 4]
+    appended = [w for w in words(padded.split(". ", 1)[1]) if len(w) >= 4]
+    assert measured["unsupported_share"] == pytest.approx(len(appended) / len(content))
+    assert report.penalties["grounding"] == pytest.approx(measured["unsupported_share"])
+    # a real summary's sentences reuse the source's words: nothing to charge, sentence by sentence
+    two = SUMMARY + " The repairs will cost nine million pounds from the transport budget."
+    clean = apply_guards(per_sentence, two, stats)
+    assert clean.penalties["grounding"] == 0.0 and clean.measured["grounding"]["unsupported_sentences"] == 0
+    # a sentence with under three content words ("Big news indeed.") is too short to judge alone
+    assert apply_guards(per_sentence, SUMMARY + " Big news indeed.", stats).measured["grounding"]["unsupported_sentences"] == 0
+    with pytest.raises(ConfigError, match=r"grounding\.sentence_threshold"):
+        GuardsConfig.from_dict({"grounding": {"enabled": True, "sentence_threshold": 1.5}})
+
+
 def test_repetition_counts_runs_of_bare_punctuation():
     """The guarded GRPO policy's exploit: a clause, then full stops, which a word-only count misses."""
     text = "Here is the text: Manchester are keen to sign Anderlecht 's . The 14-year-old playmaker . The . The . . . . . . ."
