@@ -19,6 +19,10 @@ token columns the decoder ran over for one and for four aspects (shared prefixes
 
     python benchmarks/aspect_sharing.py                 # ~3-5 min on 2 CPU cores
     python benchmarks/aspect_sharing.py --repeats 5
+    python benchmarks/aspect_sharing.py --methods gptscore gptscore-source-first --summaries 4   # a GRPO group
+
+``--summaries N`` scores only the article's first N summaries: a GRPO group of N completions of one
+prompt, where the source is a larger share of the work than with 16 summaries.
 """
 
 from __future__ import annotations
@@ -47,13 +51,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--doc", type=int, default=0, help="which SummEval document (file order)")
     parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--summaries", type=int, default=16,
+                        help="score the first N of the article's 16 summaries (N completions of one GRPO prompt)")
     parser.add_argument("--methods", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--tree-max-row-tokens", type=int, default=None,
                         help="backend.tree_max_row_tokens (default: the backend's); a packed row must hold "
                              "a summary and all four aspects' parts for G-Eval to compute the summary once")
     args = parser.parse_args()
     doc = summeval(args.doc + 1)[args.doc]
-    items = [Item(r["system_output"], r["source"]) for r in doc]
+    items = [Item(r["system_output"], r["source"]) for r in doc][:args.summaries]
     backend = {"kind": "hf", "dtype": args.dtype, "progress": False}
     if args.tree_max_row_tokens:
         backend["tree_max_row_tokens"] = args.tree_max_row_tokens
