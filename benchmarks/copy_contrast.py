@@ -29,7 +29,7 @@ from scipy.stats import spearmanr
 from _common import summeval
 from judge_reward import Judge, JudgeConfig
 from judge_reward.backends.base import ContinuationRequest
-from judge_reward.guards import word_positions
+from judge_reward.guards import fragment_spans, word_positions
 from judge_reward.probes import sentences
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
@@ -39,30 +39,12 @@ WORD = re.compile(r"\w+")
 DISCOUNTS = (2, 3, 4, 6, 8, 12, 20)
 
 
-def fragment_starts(out_words: list[str], src_words: list[str], index: dict) -> list[tuple[int, int]]:
-    """(first word, length) of each greedy verbatim fragment (the copy guard's fragments, with positions)."""
-    found, i = [], 0
-    while i < len(out_words):
-        best = 0
-        for j in index.get(out_words[i], ()):
-            k = 1
-            while i + k < len(out_words) and j + k < len(src_words) and out_words[i + k] == src_words[j + k]:
-                k += 1
-            best = max(best, k)
-        if best:
-            found.append((i, best))
-            i += best
-        else:
-            i += 1
-    return found
-
-
 def token_fragment_lengths(tokens: list[str], text: str, source: str) -> list[int]:
     """For each scored token, the length of the longest copied fragment among the words it overlaps."""
     src_words = WORD.findall(source.lower())
     matches = list(WORD.finditer(text.lower()))
     lengths = [0] * len(matches)
-    for start, n in fragment_starts([m.group() for m in matches], src_words, word_positions(src_words)):
+    for start, n in fragment_spans([m.group() for m in matches], src_words, word_positions(src_words)):
         lengths[start:start + n] = [n] * n
     out, pos = [], 0
     for tok in tokens:

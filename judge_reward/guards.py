@@ -2,7 +2,8 @@
 
 A reward is judged by what maximises it. Each guard here is a named part of the reward config
 (``reward.guards.<name>``), measures one property of the judged text, and is either a visible
-*penalty term* in the reward (``copy``, ``repetition``, ``length``, ``grounding``, ``ending``) or a visible
+*penalty term* in the reward (``copy``, ``repetition``, ``length``, ``grounding``, ``ending``, and
+``copy_credit``, the one that reads the judge's token log-probabilities) or a visible
 *rewrite* of the judged text before the judge reads it (``injection``). Nothing changes a judge's
 score silently: :class:`GuardReport` carries what each guard measured, what it did, and what it
 cost, and the reward logs it as a component.
@@ -64,6 +65,11 @@ def copied_share(output: Sequence[str], source_grams: set, n: int) -> float:
 def copied_fragments(output: Sequence[str], source: Sequence[str], index: dict | None = None) -> list[int]:
     """Lengths of the verbatim fragments the output shares with the source, found greedily from the
     left (the longest match at each position, as Grusky et al. 2018 define extractive fragments)."""
+    return [n for _, n in fragment_spans(output, source, index)]
+
+
+def fragment_spans(output: Sequence[str], source: Sequence[str], index: dict | None = None) -> list[tuple[int, int]]:
+    """(first output word, length) of each greedy verbatim fragment (see :func:`copied_fragments`)."""
     if index is None:
         index = word_positions(source)
     out, i = [], 0
@@ -75,7 +81,7 @@ def copied_fragments(output: Sequence[str], source: Sequence[str], index: dict |
                 k += 1
             best = max(best, k)
         if best:
-            out.append(best)
+            out.append((i, best))
             i += best
         else:
             i += 1
@@ -94,6 +100,37 @@ def long_copy_share(output: Sequence[str], source: Sequence[str], min_fragment: 
     if not output:
         return 0.0
     return sum(f for f in copied_fragments(output, source, index) if f >= min_fragment) / len(output)
+
+
+# How tokenizers write a leading space or newline in a token's text (SentencePiece, byte-level BPE).
+_TOKEN_SPACE = str.maketrans({"\u2581": " ", "\u0120": " ", "\u010a": "\n"})
+_BYTE_TOKEN = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
+
+
+def copied_token_mask(token_texts: Sequence[str], text: str, source: "SourceStats", min_fragment: int) -> list[bool]:
+    """For each token of ``text`` (the judge's tokens, in order), whether it overlaps a verbatim
+    source fragment of at least ``min_fragment`` words (from its first word to its last). Tokens are placed by their
+    characters; a byte-fallback token counts as one character."""
+    matches = list(WORD.finditer(text.lower()))
+    # each long fragment covers its characters from its first word to its last (spaces included)
+    spans = [(matches[start].start(), matches[start + n - 1].end())
+             for start, n in fragment_spans([m.group() for m in matches], source.words, source.positions) if n >= min_fragment]
+    mask, pos = [], 0
+    for tok in token_texts:
+        end = pos + (1 if _BYTE_TOKEN.match(tok) else len(tok.translate(_TOKEN_SPACE)))
+        mask.append(any(a < end and b > pos for a, b in spans))
+        pos = end
+    return mask
+
+
+def copy_credit(conditional: Sequence[float], unconditional: Sequence[float], mask: Sequence[bool]) -> float:
+    """What reading the source added to the copied tokens' log-probabilities (only gains count),
+    per token of the whole output: subtracting it from the mean log-probability scores copied
+    tokens as if the judge had not read the source."""
+    if not conditional:
+        return 0.0
+    gain = sum(max(0.0, c - u) for c, u, m in zip(conditional, unconditional, mask) if m)
+    return gain / len(conditional)
 
 
 TERMINAL = re.compile(r"[.!?\"'\u201d\u2019)\]]\s*$")
@@ -159,6 +196,26 @@ class CopyGuard(Section):
     enabled: bool = False
     min_fragment: PositiveInt = 20
     threshold: FractionBelowOne = 0.3
+    weight: Weight = 1.0
+
+
+@dataclass
+class CopyCreditGuard(Section):
+    """Copied text earns nothing for having been read: the judge's gain from the source on the
+    output's tokens inside verbatim source fragments of at least ``min_fragment`` words
+    (conditional minus unconditional log-probability, gains only), per output token, times
+    ``weight``, is the penalty. At weight 1 a copied token scores what it would have scored had the
+    judge not read the source, so no weight has to outbid what copying is worth.
+
+    Likelihood judges only: GPTScore with ``gptscore.unconditional: true`` and ``normalise: none``
+    (the penalty is in nats per token). Unlike the other guards it reads the judge's token
+    log-probabilities, so it is computed with the scores (``Reward``), not from the text alone.
+    """
+
+    section_path: ClassVar[str] = "reward.guards.copy_credit"
+
+    enabled: bool = False
+    min_fragment: PositiveInt = 4
     weight: Weight = 1.0
 
 
@@ -250,6 +307,7 @@ class InjectionGuard(Section):
 GUARD_TYPES = {
     "injection": InjectionGuard,
     "copy": CopyGuard,
+    "copy_credit": CopyCreditGuard,
     "repetition": RepetitionGuard,
     "length": LengthGuard,
     "grounding": GroundingGuard,
@@ -266,6 +324,7 @@ class GuardsConfig(Section):
 
     injection: InjectionGuard = field(default_factory=InjectionGuard)
     copy: CopyGuard = field(default_factory=CopyGuard)
+    copy_credit: CopyCreditGuard = field(default_factory=CopyCreditGuard)
     repetition: RepetitionGuard = field(default_factory=RepetitionGuard)
     length: LengthGuard = field(default_factory=LengthGuard)
     grounding: GroundingGuard = field(default_factory=GroundingGuard)

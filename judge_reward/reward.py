@@ -32,7 +32,9 @@ from pydantic import Field
 
 from .aspects import Aspect
 from .config import ConfigError, Expect, Section, Weight, build_section
-from .guards import GuardReport, GuardsConfig, InjectionPatterns, SourceStats, apply_guards, neutralise
+from .guards import (
+    GuardReport, GuardsConfig, InjectionPatterns, SourceStats, apply_guards, copied_token_mask, copy_credit, neutralise,
+)
 from .methods.base import Item, Score
 
 NORMALISATIONS = ("none", "unit", "scale")
@@ -175,6 +177,8 @@ class Reward:
                     f"reward.normalise: {config.normalise!r} needs gptscore.reduce 'mean' (exp of a summed "
                     f"log-prob is a sequence probability, ~0 for any real text), got reduce {reduce!r}"
                 )
+        if config.guards.copy_credit.enabled:
+            self._check_copy_credit(judge, config)
         weights = config.weights or {a.name: 1.0 for a in self.aspects}
         unknown = sorted(set(weights) - {a.name for a in self.aspects})
         if unknown:
@@ -188,6 +192,18 @@ class Reward:
             [a.title for a in known.values()] + [a.name for a in known.values()],
             [a.output_label for a in known.values()],
         )
+
+    def _check_copy_credit(self, judge, config: RewardConfig) -> None:
+        """``copy_credit`` reads GPTScore's conditional and unconditional token log-probabilities."""
+        problem = None
+        if self.method_name != "gptscore":
+            problem = f"needs method 'gptscore' (it reads token log-probabilities), got {self.method_name!r}"
+        elif config.normalise != "none":
+            problem = f"needs normalise 'none' (the penalty is in nats per token), got {config.normalise!r}"
+        elif callable(getattr(judge, "method", None)) and not judge.method("gptscore").config.unconditional:
+            problem = "needs gptscore.unconditional: true in the judge config (the judge scores each output without its source too)"
+        if problem:
+            raise ConfigError(problem, field="reward.guards.copy_credit")
 
     @classmethod
     def from_config(cls, path_or_config, backend=None, **overrides) -> "Reward":
@@ -253,17 +269,42 @@ class Reward:
             removed.append(spans)
         return out, removed
 
-    def guard_reports(self, items: Sequence[Item], removed: Sequence[Sequence[str]]) -> list[GuardReport | None]:
+    def guard_reports(self, items: Sequence[Item], removed: Sequence[Sequence[str]],
+                      scored: Sequence[dict[str, Score]] | None = None) -> list[GuardReport | None]:
+        """What every enabled guard measured and charged; ``copy_credit`` also needs the judge's
+        ``scored`` results (the others read the texts alone)."""
         if not self.guards.enabled:
             return [None] * len(items)
         stats: dict[str, SourceStats] = {}
         reports = []
-        for item, spans in zip(items, removed):
+        for k, (item, spans) in enumerate(zip(items, removed)):
             source = None
             if item.source:
                 source = stats.get(item.source) or stats.setdefault(item.source, SourceStats(item.source))
-            reports.append(apply_guards(self.guards, item.output, source, len(spans)))
+            report = apply_guards(self.guards, item.output, source, len(spans))
+            if self.guards.copy_credit.enabled and scored is not None and source is not None:
+                self._add_copy_credit(report, item.output, source, scored[k])
+            reports.append(report)
         return reports
+
+    def _add_copy_credit(self, report: GuardReport, output: str, source: SourceStats, scores: dict[str, Score]) -> None:
+        """The weighted mean over aspects of what the source added to the copied tokens' log-probs."""
+        g = self.guards.copy_credit
+        credits = {}
+        for a in self.aspects:
+            details = scores[a.name].details if scores[a.name].value is not None else None
+            if not details:
+                continue  # a failed aspect fails the reward in combine()
+            if "unconditional_token_logprobs" not in details:
+                raise RuntimeError("reward.guards.copy_credit: the judge's GPTScore details carry no unconditional "
+                                   "log-probabilities (gptscore.unconditional is off)")
+            mask = copied_token_mask(details["token_texts"], " " + output.strip(), source, g.min_fragment)
+            credits[a.name] = copy_credit(details["token_logprobs"], details["unconditional_token_logprobs"], mask)
+            copied = sum(mask) / len(mask) if mask else 0.0
+        mass = sum(self.weights[n] for n in credits)
+        credit = sum(self.weights[n] * c for n, c in credits.items()) / mass if mass > 0 else 0.0
+        report.measured["copy_credit"] = {"credit": credit, "copied_token_share": copied if credits else 0.0}
+        report.penalties["copy_credit"] = g.weight * credit
 
     def plan(self, items: Sequence[Item]) -> "RewardBatch":
         """Guard the inputs of a batch; :attr:`RewardBatch.to_judge` is what the judge must score.
@@ -312,7 +353,7 @@ class RewardBatch:
                     None, f"nothing left to judge: the injection guard removed all {len(spans)} span(s)",
                     guards={"injection": {"removed_spans": len(spans), "removed": list(spans)}}, judged_output="",
                 )
-        reports = self.reward.guard_reports(self.to_judge, [self.removed[k] for k in self.todo])
+        reports = self.reward.guard_reports(self.to_judge, [self.removed[k] for k in self.todo], scored)
         for k, scores, report in zip(self.todo, scored, reports):
             result = self.reward.combine(scores, report)
             if self.removed[k]:

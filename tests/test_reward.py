@@ -20,9 +20,11 @@ from typer.testing import CliRunner
 from judge_reward import ConfigError, Item, Judge, JudgeConfig, load_aspects
 from judge_reward.cli import app
 from judge_reward.guards import (
-    GuardsConfig, InjectionPatterns, SourceStats, apply_guards, copied_fragments, ends_complete, long_copy_share,
-    neutralise, repeated_share, words,
+    GuardsConfig, InjectionPatterns, SourceStats, apply_guards, copied_fragments, copied_token_mask, copy_credit,
+    ends_complete, long_copy_share, neutralise, repeated_share, words,
 )
+from judge_reward.backends.base import ContinuationRequest
+from judge_reward.prompts.gptscore import build_gptscore_prompt, unconditional_context
 from judge_reward.prompts.geval import build_geval_prompt, fence
 from judge_reward.reward import Reward, RewardConfig, completion_text, prompt_source
 
@@ -95,6 +97,20 @@ def test_grounding_judges_each_sentence_when_asked():
     assert apply_guards(per_sentence, SUMMARY + " Big news indeed.", stats).measured["grounding"]["unsupported_sentences"] == 0
     with pytest.raises(ConfigError, match=r"grounding\.sentence_threshold"):
         GuardsConfig.from_dict({"grounding": {"enabled": True, "sentence_threshold": 1.5}})
+
+
+def test_copied_token_mask_follows_the_words_of_long_fragments():
+    stats = SourceStats(ARTICLE)
+    text = " Engineers found cracks in two of its steel supports, so it shut."
+    # SentencePiece-style and byte-level-BPE-style token texts of the same string
+    pieces = ["\u2581Engineers", "\u2581found", "\u2581cr", "acks", "\u2581in", "\u2581two", "\u2581of", "\u2581its",
+              "\u2581steel", "\u2581supports", ",", "\u2581so", "\u2581it", "\u2581shut", "."]
+    mask = copied_token_mask(pieces, text, stats, min_fragment=4)
+    # "engineers found cracks in two of its steel supports" is a 9-word fragment of the article
+    assert mask == [True] * 10 + [False] * 5
+    assert copied_token_mask([p.replace("\u2581", "\u0120") for p in pieces], text, stats, 4) == mask
+    assert not any(copied_token_mask(pieces, text, stats, min_fragment=10))
+    assert copy_credit([-1.0, -2.0, -3.0, -4.0], [-3.0, -1.0, -3.5, -9.0], [True, True, True, False]) == pytest.approx((2.0 + 0.5) / 4)
 
 
 def test_repetition_counts_runs_of_bare_punctuation():
@@ -224,8 +240,9 @@ def test_shared_geval_layout_lists_every_aspect_first_and_ends_in_the_aspects_fo
 
 
 def tiny_judge(method="gptscore", reward=None, **config):
+    config.setdefault("gptscore", {"reduce": "mean"})
     cfg = JudgeConfig(aspects_file="summeval", aspects=["coherence", "fluency"], method=method,
-                      gptscore={"reduce": "mean"}, reward=reward or {}, **config)
+                      reward=reward or {}, **config)
     return Judge(cfg, backend=make_backend("char"))
 
 
@@ -328,11 +345,50 @@ def test_per_aspect_rewards_and_the_guard_function_add_up_to_the_reward():
     assert pieces[2][1] < 0 == pieces[2][0]
 
 
+def test_copy_credit_scores_copied_tokens_as_if_the_source_were_unread():
+    """copy_credit = what the source added to the copied tokens' log-probs, per token; with weight 1
+    the reward is the mean log-prob with copied tokens scored by the instruction alone."""
+    guards = {"copy_credit": {"enabled": True, "min_fragment": 4, "weight": 1.0}}
+    judge = tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore={"reduce": "mean", "unconditional": True})
+    reward = Reward(judge)
+    lead = " ".join(ARTICLE.split()[:25])
+    copied, own = reward([Item(lead, ARTICLE), Item("Cars must go round by the ring road.", ARTICLE)])
+    assert own.components["guard/copy_credit"] == 0.0 and own.guards["copy_credit"]["copied_token_share"] == 0.0
+    assert copied.guards["copy_credit"]["copied_token_share"] > 0.95  # all but the leading space (one-character tokens)
+    # recompute by hand from the backend: conditional and unconditional token log-probs of the lead
+    expected = []
+    for aspect in reward.aspects:
+        prompt = build_gptscore_prompt(aspect, ARTICLE, lead)
+        cond, alone = judge.backend.continuation_logprobs([
+            ContinuationRequest(prompt.context, prompt.continuation), ContinuationRequest(unconditional_context(aspect), prompt.continuation)])
+        mask = copied_token_mask(cond.tokens, prompt.continuation, SourceStats(ARTICLE), 4)
+        discounted = sum(min(c, u) if m else c for c, u, m in zip(cond.token_logprobs, alone.token_logprobs, mask)) / len(mask)
+        assert copied.components[f"aspect/{aspect.name}"] == pytest.approx(sum(cond.token_logprobs) / len(cond.token_logprobs), abs=1e-5)
+        expected.append(discounted)
+    assert copied.value == pytest.approx(sum(expected) / len(expected), abs=1e-5)
+    assert copied.components["guard/copy_credit"] >= 0.0
+
+
+def test_copy_credit_config_errors_name_the_field():
+    guards = {"copy_credit": {"enabled": True}}
+    with pytest.raises(ConfigError, match=r"reward\.guards\.copy_credit: needs gptscore\.unconditional: true"):
+        Reward(tiny_judge(reward={"normalise": "none", "guards": guards}))
+    with pytest.raises(ConfigError, match=r"reward\.guards\.copy_credit: needs normalise 'none'"):
+        Reward(tiny_judge(reward={"normalise": "unit", "guards": guards}, gptscore={"reduce": "mean", "unconditional": True}))
+    with pytest.raises(ConfigError, match=r"reward\.guards\.copy_credit: needs method 'gptscore'"):
+        Reward(tiny_judge(method="geval", reward={"normalise": "none", "guards": guards}))
+    with pytest.raises(ConfigError, match=r"gptscore\.unconditional: needs direction 'src_hypo'"):
+        tiny_judge(gptscore={"direction": "ref_hypo", "unconditional": True})
+
+
 def test_shipped_configs_carry_a_guarded_reward():
     for name in ("default", "geval_gemma"):
         config = RewardConfig.from_dict(JudgeConfig.from_yaml(name).reward)
         assert config.aspects == ["coherence", "consistency", "fluency", "relevance"]
         assert set(config.guards.enabled) == {"injection", "copy", "repetition", "length", "grounding", "ending"}
+        assert config.guards.grounding.sentence_threshold == 0.6
+    # the default judge's aspects share the source (issue 17); agreement measured in the README
+    assert JudgeConfig.from_yaml("default").gptscore["layout"] == "source_first"
 
 
 @pytest.mark.slow

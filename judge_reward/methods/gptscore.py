@@ -20,7 +20,8 @@ from typing_extensions import TypedDict
 from ..aspects import Aspect
 from ..backends.base import ContinuationRequest, JudgeBackend
 from ..config import Expect, Section
-from ..prompts.gptscore import LAYOUTS, build_gptscore_prompt
+from ..config import ConfigError
+from ..prompts.gptscore import LAYOUTS, build_gptscore_prompt, unconditional_context
 from .base import Item, Score, config_fingerprint
 from .common import fit_source
 
@@ -51,6 +52,18 @@ class GPTScoreConfig(Section):
     """``mean`` log-probability per token (the official scorer) or ``sum``."""
     demonstrations: list[Annotated[Demonstration, Expect("{source: text, output: text}")]] = field(default_factory=list)
     """In-context examples, each ``{source: ..., output: ...}``, written with the same template."""
+    unconditional: bool = False
+    """Also score each output after the aspect's instruction alone (no source) and keep both
+    per-token log-probability sequences and the tokens in ``details`` (``token_logprobs``,
+    ``unconditional_token_logprobs``, ``token_texts``): what the reward's ``copy_credit`` guard reads.
+    The score itself is unchanged. Costs one short extra row per output and aspect."""
+
+    def check(self) -> None:
+        if self.unconditional and (self.direction != "src_hypo" or not self.instruction or self.demonstrations):
+            raise ConfigError(
+                "needs direction 'src_hypo', instruction true and no demonstrations (the source is what is "
+                f"left out), got direction {self.direction!r}, instruction {self.instruction}, "
+                f"{len(self.demonstrations)} demonstration(s)", field="unconditional")
 
 
 class GPTScore:
@@ -95,6 +108,7 @@ class GPTScore:
         demos = tuple((d["source"], d["output"]) for d in self.config.demonstrations)
         build = lambda it: build_gptscore_prompt(aspect, it.source, it.output, self.config.instruction, demos, self.config.layout)  # noqa: E731
         requests, owners, cuts = [], [], {}
+        unconditional = []  # per request: is it the output scored without its source?
         scores: list[Score | None] = [None] * len(items)
         for i, item in enumerate(items):
             try:
@@ -112,13 +126,23 @@ class GPTScore:
             for prompt, _ in prepared:
                 requests.append(ContinuationRequest(prompt.context, prompt.continuation, group=prompt.shared))
                 owners.append(i)
+                unconditional.append(False)
+                if self.config.unconditional:
+                    context = unconditional_context(aspect, self.config.layout)
+                    requests.append(ContinuationRequest(context, prompt.continuation, group=context))
+                    owners.append(i)
+                    unconditional.append(True)
 
         def finish(results_of) -> list[Score]:
             results: dict[int, list] = {}
-            for i, res in zip(owners, results_of):
-                results.setdefault(i, []).append(res)
+            without_source: dict[int, object] = {}
+            for i, res, alone in zip(owners, results_of, unconditional):
+                if alone:
+                    without_source[i] = res
+                else:
+                    results.setdefault(i, []).append(res)
             for i, parts in results.items():
-                failed = [r.error for r in parts if r.error is not None]
+                failed = [r.error for r in [*parts, without_source.get(i)] if r is not None and r.error is not None]
                 if failed:
                     scores[i] = Score.failure(failed[0])
                     continue
@@ -132,6 +156,9 @@ class GPTScore:
                     "truncated_source_tokens": cuts[i],
                     "boundary": [r.details.get("boundary") for r in parts],
                 }
+                if i in without_source:
+                    details.update(token_logprobs=list(parts[0].token_logprobs), token_texts=list(parts[0].tokens or []),
+                                   unconditional_token_logprobs=list(without_source[i].token_logprobs))
                 scores[i] = Score(mean if self.config.reduce == "mean" else total, None, details)
             return scores  # type: ignore[return-value]
 

@@ -88,3 +88,14 @@ def build_gptscore_prompt(
     # What every aspect shares: with the source first, everything before the instruction.
     shared = demos + template.split("{source}")[0] + source.strip() if layout == "source_first" else context
     return GPTScorePrompt(context, " " + output.strip(), shared)
+
+
+def unconditional_context(aspect: Aspect, layout: str = "instruction_first") -> str:
+    """The context of :func:`build_gptscore_prompt` without the source: the aspect's instruction and
+    cue alone, so the judge scores what the output is worth when it has not read the source (the
+    reward's ``copy_credit`` guard compares the two)."""
+    if aspect.task == "dialogue":
+        raise ValueError("gptscore.unconditional: dialogue prompts score a ' Yes', not the output's own tokens")
+    templates = INSTRUCTIONS_SOURCE_FIRST if layout == "source_first" else INSTRUCTIONS
+    template = templates.get(aspect.task, templates["generic"])
+    return template.replace("{source}\n\n", "").format(quality=aspect.quality)
