@@ -40,6 +40,8 @@ def main() -> None:
                         help="G-Eval prompt order (default: the config's)")
     parser.add_argument("--gptscore-layout", choices=GPTSCORE_LAYOUTS, default=None,
                         help="GPTScore prompt order (default: the config's)")
+    parser.add_argument("--gptscore-config", default=CONFIGS["gptscore"],
+                        help="the judge config for the gptscore method (default: default; e.g. copy_credit)")
     parser.add_argument("--save", default=None, help="write every summary's judge scores to this JSON file")
     args = parser.parse_args()
     docs = summeval(args.docs)
@@ -50,7 +52,7 @@ def main() -> None:
     saved: dict[str, list[dict]] = {}
     judge = None
     for method in args.methods.split(","):
-        config = JudgeConfig.from_yaml(CONFIGS[method])
+        config = JudgeConfig.from_yaml(args.gptscore_config if method == "gptscore" else CONFIGS[method])
         if method == "geval" and args.geval_layout:
             config.geval["layout"] = args.geval_layout
         if method == "gptscore" and args.gptscore_layout:

@@ -123,12 +123,17 @@ def copied_token_mask(token_texts: Sequence[str], text: str, source: "SourceStat
     return mask
 
 
-def copy_credit(conditional: Sequence[float], unconditional: Sequence[float], mask: Sequence[bool]) -> float:
+def copy_credit(conditional: Sequence[float], unconditional: Sequence[float], mask: Sequence[bool],
+                contrast: bool = False) -> float:
     """What reading the source added to the copied tokens' log-probabilities (only gains count),
     per token of the whole output: subtracting it from the mean log-probability scores copied
-    tokens as if the judge had not read the source."""
+    tokens as if the judge had not read the source. With ``contrast`` the amount is the whole
+    conditional log-prob of copied tokens plus the unconditional one of the others, so that the
+    mean minus it is the mean pointwise mutual information of the uncopied tokens (copied: 0)."""
     if not conditional:
         return 0.0
+    if contrast:
+        return sum(c if m else u for c, u, m in zip(conditional, unconditional, mask)) / len(conditional)
     gain = sum(max(0.0, c - u) for c, u, m in zip(conditional, unconditional, mask) if m)
     return gain / len(conditional)
 
@@ -217,6 +222,12 @@ class CopyCreditGuard(Section):
     enabled: bool = False
     min_fragment: PositiveInt = 4
     weight: Weight = 1.0
+    contrast: bool = False
+    """Also take back, on the other tokens, what they are worth without the source (their
+    unconditional log-probability): the reward is then the information the source adds to the
+    output's own words (pointwise mutual information), 0 for copied words. Text the judge finds
+    likely whatever the source (a counting sequence, boilerplate) is worth nothing either. The term
+    is then usually negative (a credit): still shown as ``guard/copy_credit``."""
 
 
 @dataclass

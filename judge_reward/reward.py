@@ -299,7 +299,7 @@ class Reward:
                 raise RuntimeError("reward.guards.copy_credit: the judge's GPTScore details carry no unconditional "
                                    "log-probabilities (gptscore.unconditional is off)")
             mask = copied_token_mask(details["token_texts"], " " + output.strip(), source, g.min_fragment)
-            credits[a.name] = copy_credit(details["token_logprobs"], details["unconditional_token_logprobs"], mask)
+            credits[a.name] = copy_credit(details["token_logprobs"], details["unconditional_token_logprobs"], mask, g.contrast)
             copied = sum(mask) / len(mask) if mask else 0.0
         mass = sum(self.weights[n] for n in credits)
         credit = sum(self.weights[n] * c for n, c in credits.items()) / mass if mass > 0 else 0.0

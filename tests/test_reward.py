@@ -111,6 +111,10 @@ def test_copied_token_mask_follows_the_words_of_long_fragments():
     assert copied_token_mask([p.replace("\u2581", "\u0120") for p in pieces], text, stats, 4) == mask
     assert not any(copied_token_mask(pieces, text, stats, min_fragment=10))
     assert copy_credit([-1.0, -2.0, -3.0, -4.0], [-3.0, -1.0, -3.5, -9.0], [True, True, True, False]) == pytest.approx((2.0 + 0.5) / 4)
+    # contrast: copied tokens lose their whole score, the others keep only what the source added
+    cond, alone, mask = [-1.0, -2.0, -3.0, -4.0], [-3.0, -1.0, -3.5, -9.0], [True, True, False, False]
+    credit = copy_credit(cond, alone, mask, contrast=True)
+    assert sum(cond) / 4 - credit == pytest.approx(((-3.0 + 3.5) + (-4.0 + 9.0)) / 4)
 
 
 def test_repetition_counts_runs_of_bare_punctuation():
