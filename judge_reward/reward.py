@@ -290,7 +290,7 @@ class Reward:
     def _add_copy_credit(self, report: GuardReport, output: str, source: SourceStats, scores: dict[str, Score]) -> None:
         """The weighted mean over aspects of what the source added to the copied tokens' log-probs."""
         g = self.guards.copy_credit
-        credits = {}
+        credits, copied = {}, 0.0
         for a in self.aspects:
             details = scores[a.name].details if scores[a.name].value is not None else None
             if not details:
@@ -298,12 +298,13 @@ class Reward:
             if "unconditional_token_logprobs" not in details:
                 raise RuntimeError("reward.guards.copy_credit: the judge's GPTScore details carry no unconditional "
                                    "log-probabilities (gptscore.unconditional is off)")
+            # every aspect scores the same output tokens, so the mask is the same for all of them
             mask = copied_token_mask(details["token_texts"], " " + output.strip(), source, g.min_fragment)
-            credits[a.name] = copy_credit(details["token_logprobs"], details["unconditional_token_logprobs"], mask, g.contrast)
             copied = sum(mask) / len(mask) if mask else 0.0
+            credits[a.name] = copy_credit(details["token_logprobs"], details["unconditional_token_logprobs"], mask, g.contrast)
         mass = sum(self.weights[n] for n in credits)
         credit = sum(self.weights[n] * c for n, c in credits.items()) / mass if mass > 0 else 0.0
-        report.measured["copy_credit"] = {"credit": credit, "copied_token_share": copied if credits else 0.0}
+        report.measured["copy_credit"] = {"credit": credit, "copied_token_share": copied}
         report.penalties["copy_credit"] = g.weight * credit
 
     def plan(self, items: Sequence[Item]) -> "RewardBatch":

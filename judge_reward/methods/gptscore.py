@@ -19,8 +19,7 @@ from typing_extensions import TypedDict
 
 from ..aspects import Aspect
 from ..backends.base import ContinuationRequest, JudgeBackend
-from ..config import Expect, Section
-from ..config import ConfigError
+from ..config import ConfigError, Expect, Section
 from ..prompts.gptscore import LAYOUTS, build_gptscore_prompt, unconditional_context
 from .base import Item, Score, config_fingerprint
 from .common import fit_source
