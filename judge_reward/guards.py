@@ -3,7 +3,7 @@
 A reward is judged by what maximises it. Each guard here is a named part of the reward config
 (``reward.guards.<name>``), measures one property of the judged text, and is either a visible
 *penalty term* in the reward (``copy``, ``repetition``, ``length``, ``grounding``, ``ending``, and
-``copy_credit``, the one that reads the judge's token log-probabilities) or a visible
+``copy_credit`` and ``information``, the two that read the judge's token log-probabilities) or a visible
 *rewrite* of the judged text before the judge reads it (``injection``). Nothing changes a judge's
 score silently: :class:`GuardReport` carries what each guard measured, what it did, and what it
 cost, and the reward logs it as a component.
@@ -24,6 +24,7 @@ from typing import ClassVar, Optional, Sequence
 
 from .config import (  # noqa: F401 (ConfigError re-exported)
     ConfigError,
+    FiniteFloat,
     FractionBelowOne,
     NonNegativeInt,
     PositiveFloat,
@@ -138,6 +139,16 @@ def copy_credit(conditional: Sequence[float], unconditional: Sequence[float], ma
     return gain / len(conditional)
 
 
+def source_information(conditional: Sequence[float], unconditional: Sequence[float], mask: Sequence[bool],
+                       budget: int) -> float:
+    """What the output says about its source, in nats per budget token: the sum over its first
+    ``budget`` tokens of what reading the source added to their log-probabilities (pointwise mutual
+    information; copied tokens, ``mask``, count 0), divided by ``budget``. A shorter output cannot
+    reach a longer one's total; tokens past the budget add nothing."""
+    gains = [0.0 if m else c - u for c, u, m in zip(conditional, unconditional, mask)]
+    return sum(gains[:budget]) / budget
+
+
 TERMINAL = re.compile(r"[.!?\"'\u201d\u2019)\]]\s*$")
 
 
@@ -231,6 +242,32 @@ class CopyCreditGuard(Section):
 
 
 @dataclass
+class InformationGuard(Section):
+    """Too little said about the source. ``information`` is what reading the source added to the
+    judge's log-probabilities of the output's own (uncopied) words, summed over its first
+    ``budget_tokens`` tokens and divided by ``budget_tokens`` (nats per token of the budget). Below
+    ``floor`` the shortfall times ``weight`` is the penalty; above it nothing changes, so the
+    judge's score decides among outputs that say enough.
+
+    The floor, not a bonus, because each way to raise the information alone is an exploit: a bare
+    name carries the most information per token, a list of the source's names the most in total.
+    What it stops: outputs that the judge finds likely whatever the source (a numbered list,
+    boilerplate), a name alone, a truncated summary, a pasted lead (copied words are worth 0).
+    Likelihood judges only, like ``copy_credit`` (GPTScore with ``gptscore.unconditional: true``,
+    ``normalise: none``).
+    """
+
+    section_path: ClassVar[str] = "reward.guards.information"
+
+    enabled: bool = False
+    budget_tokens: PositiveInt = 32
+    floor: FiniteFloat = 0.8
+    min_fragment: PositiveInt = 4
+    """Tokens inside verbatim source fragments of at least this many words count 0."""
+    weight: Weight = 3.0
+
+
+@dataclass
 class RepetitionGuard(Section):
     """Repetition inside the output: the share of its word n-grams that repeat an earlier one."""
 
@@ -319,6 +356,7 @@ GUARD_TYPES = {
     "injection": InjectionGuard,
     "copy": CopyGuard,
     "copy_credit": CopyCreditGuard,
+    "information": InformationGuard,
     "repetition": RepetitionGuard,
     "length": LengthGuard,
     "grounding": GroundingGuard,
@@ -336,6 +374,7 @@ class GuardsConfig(Section):
     injection: InjectionGuard = field(default_factory=InjectionGuard)
     copy: CopyGuard = field(default_factory=CopyGuard)
     copy_credit: CopyCreditGuard = field(default_factory=CopyCreditGuard)
+    information: InformationGuard = field(default_factory=InformationGuard)
     repetition: RepetitionGuard = field(default_factory=RepetitionGuard)
     length: LengthGuard = field(default_factory=LengthGuard)
     grounding: GroundingGuard = field(default_factory=GroundingGuard)

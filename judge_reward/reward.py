@@ -34,10 +34,13 @@ from .aspects import Aspect
 from .config import ConfigError, Expect, Section, Weight, build_section
 from .guards import (
     GuardReport, GuardsConfig, InjectionPatterns, SourceStats, apply_guards, copied_token_mask, copy_credit, neutralise,
+    source_information,
 )
 from .methods.base import Item, Score
 
 NORMALISATIONS = ("none", "unit", "scale")
+# guards computed from the judge's token log-probabilities, after it scored (the others read the texts)
+TOKEN_GUARDS = ("copy_credit", "information")
 """``none``: the judge's value untouched (GPTScore: mean log-prob <= 0; G-Eval/rating: aspect scale).
 ``unit``: mapped onto [0, 1] (G-Eval/rating: ``(v - low) / (high - low)``; GPTScore: ``exp(mean
 log-prob)``, the geometric-mean probability the judge gives each token of the completion).
@@ -177,8 +180,9 @@ class Reward:
                     f"reward.normalise: {config.normalise!r} needs gptscore.reduce 'mean' (exp of a summed "
                     f"log-prob is a sequence probability, ~0 for any real text), got reduce {reduce!r}"
                 )
-        if config.guards.copy_credit.enabled:
-            self._check_copy_credit(judge, config)
+        for name in TOKEN_GUARDS:
+            if getattr(config.guards, name).enabled:
+                self._check_token_guard(name, judge, config)
         weights = config.weights or {a.name: 1.0 for a in self.aspects}
         unknown = sorted(set(weights) - {a.name for a in self.aspects})
         if unknown:
@@ -193,8 +197,8 @@ class Reward:
             [a.output_label for a in known.values()],
         )
 
-    def _check_copy_credit(self, judge, config: RewardConfig) -> None:
-        """``copy_credit`` reads GPTScore's conditional and unconditional token log-probabilities."""
+    def _check_token_guard(self, name: str, judge, config: RewardConfig) -> None:
+        """``copy_credit`` and ``information`` read GPTScore's conditional and unconditional token log-probabilities."""
         problem = None
         if self.method_name != "gptscore":
             problem = f"needs method 'gptscore' (it reads token log-probabilities), got {self.method_name!r}"
@@ -203,7 +207,7 @@ class Reward:
         elif callable(getattr(judge, "method", None)) and not judge.method("gptscore").config.unconditional:
             problem = "needs gptscore.unconditional: true in the judge config (the judge scores each output without its source too)"
         if problem:
-            raise ConfigError(problem, field="reward.guards.copy_credit")
+            raise ConfigError(problem, field=f"reward.guards.{name}")
 
     @classmethod
     def from_config(cls, path_or_config, backend=None, **overrides) -> "Reward":
@@ -271,8 +275,8 @@ class Reward:
 
     def guard_reports(self, items: Sequence[Item], removed: Sequence[Sequence[str]],
                       scored: Sequence[dict[str, Score]] | None = None) -> list[GuardReport | None]:
-        """What every enabled guard measured and charged; ``copy_credit`` also needs the judge's
-        ``scored`` results (the others read the texts alone)."""
+        """What every enabled guard measured and charged; ``copy_credit`` and ``information`` also
+        need the judge's ``scored`` results (the others read the texts alone)."""
         if not self.guards.enabled:
             return [None] * len(items)
         stats: dict[str, SourceStats] = {}
@@ -282,30 +286,53 @@ class Reward:
             if item.source:
                 source = stats.get(item.source) or stats.setdefault(item.source, SourceStats(item.source))
             report = apply_guards(self.guards, item.output, source, len(spans))
-            if self.guards.copy_credit.enabled and scored is not None and source is not None:
-                self._add_copy_credit(report, item.output, source, scored[k])
+            if scored is not None and source is not None and any(getattr(self.guards, n).enabled for n in TOKEN_GUARDS):
+                self._add_token_guards(report, item.output, source, scored[k])
             reports.append(report)
         return reports
 
-    def _add_copy_credit(self, report: GuardReport, output: str, source: SourceStats, scores: dict[str, Score]) -> None:
-        """The weighted mean over aspects of what the source added to the copied tokens' log-probs."""
-        g = self.guards.copy_credit
-        credits, copied = {}, 0.0
+    def _add_token_guards(self, report: GuardReport, output: str, source: SourceStats, scores: dict[str, Score]) -> None:
+        """``copy_credit`` and ``information`` from each aspect's token log-probabilities, as weighted
+        means over the aspects (every aspect scores the same output tokens after its own instruction)."""
+        per_aspect: dict[str, dict[str, float]] = {"copy_credit": {}, "information": {}}
+        masks: dict[int, list[bool]] = {}  # by min_fragment: the same for every aspect
+        copied = 0.0
         for a in self.aspects:
             details = scores[a.name].details if scores[a.name].value is not None else None
             if not details:
                 continue  # a failed aspect fails the reward in combine()
             if "unconditional_token_logprobs" not in details:
-                raise RuntimeError("reward.guards.copy_credit: the judge's GPTScore details carry no unconditional "
-                                   "log-probabilities (gptscore.unconditional is off)")
-            # every aspect scores the same output tokens, so the mask is the same for all of them
-            mask = copied_token_mask(details["token_texts"], " " + output.strip(), source, g.min_fragment)
-            copied = sum(mask) / len(mask) if mask else 0.0
-            credits[a.name] = copy_credit(details["token_logprobs"], details["unconditional_token_logprobs"], mask, g.contrast)
-        mass = sum(self.weights[n] for n in credits)
-        credit = sum(self.weights[n] * c for n, c in credits.items()) / mass if mass > 0 else 0.0
-        report.measured["copy_credit"] = {"credit": credit, "copied_token_share": copied}
-        report.penalties["copy_credit"] = g.weight * credit
+                raise RuntimeError("reward.guards: copy_credit and information need the judge's unconditional "
+                                   "log-probabilities in GPTScore's details (gptscore.unconditional is off)")
+            cond, uncond = details["token_logprobs"], details["unconditional_token_logprobs"]
+
+            def mask(k: int) -> list[bool]:
+                if k not in masks:
+                    masks[k] = copied_token_mask(details["token_texts"], " " + output.strip(), source, k)
+                return masks[k]
+
+            if self.guards.copy_credit.enabled:
+                g = self.guards.copy_credit
+                m = mask(g.min_fragment)
+                copied = sum(m) / len(m) if m else 0.0
+                per_aspect["copy_credit"][a.name] = copy_credit(cond, uncond, m, g.contrast)
+            if self.guards.information.enabled:
+                g = self.guards.information
+                per_aspect["information"][a.name] = source_information(cond, uncond, mask(g.min_fragment), g.budget_tokens)
+
+        def weighted(values: dict[str, float]) -> float:
+            mass = sum(self.weights[n] for n in values)
+            return sum(self.weights[n] * v for n, v in values.items()) / mass if mass > 0 else 0.0
+
+        if self.guards.copy_credit.enabled:
+            credit = weighted(per_aspect["copy_credit"])
+            report.measured["copy_credit"] = {"credit": credit, "copied_token_share": copied}
+            report.penalties["copy_credit"] = self.guards.copy_credit.weight * credit
+        if self.guards.information.enabled:
+            g = self.guards.information
+            info = weighted(per_aspect["information"])
+            report.measured["information"] = {"nats_per_budget_token": info}
+            report.penalties["information"] = g.weight * max(0.0, g.floor - info)
 
     def plan(self, items: Sequence[Item]) -> "RewardBatch":
         """Guard the inputs of a batch; :attr:`RewardBatch.to_judge` is what the judge must score.

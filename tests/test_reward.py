@@ -21,7 +21,7 @@ from judge_reward import ConfigError, Item, Judge, JudgeConfig, load_aspects
 from judge_reward.cli import app
 from judge_reward.guards import (
     GuardsConfig, InjectionPatterns, SourceStats, apply_guards, copied_fragments, copied_token_mask, copy_credit,
-    ends_complete, long_copy_share, neutralise, repeated_share, words,
+    ends_complete, long_copy_share, neutralise, repeated_share, source_information, words,
 )
 from judge_reward.backends.base import ContinuationRequest
 from judge_reward.prompts.gptscore import build_gptscore_prompt, unconditional_context
@@ -373,6 +373,44 @@ def test_copy_credit_scores_copied_tokens_as_if_the_source_were_unread():
     assert copied.components["guard/copy_credit"] >= 0.0
 
 
+def test_source_information_sums_uncopied_gains_over_a_budget():
+    cond, alone = [-1.0, -2.0, -3.0, -4.0], [-3.0, -1.0, -3.5, -9.0]
+    # gains 2, -1, 0.5, 5; a copied token counts 0; the sum is divided by the budget, not the length
+    assert source_information(cond, alone, [False] * 4, budget=8) == pytest.approx((2 - 1 + 0.5 + 5) / 8)
+    assert source_information(cond, alone, [False, False, True, True], budget=8) == pytest.approx((2 - 1) / 8)
+    # tokens past the budget add nothing: a longer output cannot buy information with length
+    assert source_information(cond, alone, [False] * 4, budget=2) == pytest.approx((2 - 1) / 2)
+    # a short output says less than a long one with the same information per token
+    assert source_information(cond[:1], alone[:1], [False], 8) < source_information(cond, alone, [False] * 4, 8)
+
+
+def test_information_floor_charges_the_shortfall_and_nothing_above_it():
+    """reward.guards.information: below ``floor`` nats of source information per budget token the
+    shortfall times ``weight`` is the penalty; it reads the judge's own token log-probabilities."""
+    judge = tiny_judge(reward={"normalise": "none", "guards": {}}, gptscore={"reduce": "mean", "unconditional": True})
+    items = [Item(SUMMARY, ARTICLE), Item("1. 2. 3. 4. 5. 6.", ARTICLE), Item(" ".join(ARTICLE.split()[:25]), ARTICLE)]
+    infos = []
+    for item in items:  # by hand, from the backend: conditional minus unconditional, copied tokens 0
+        per_aspect = []
+        for aspect in Reward(judge).aspects:
+            prompt = build_gptscore_prompt(aspect, ARTICLE, item.output)
+            cond, alone = judge.backend.continuation_logprobs([
+                ContinuationRequest(prompt.context, prompt.continuation), ContinuationRequest(unconditional_context(aspect), prompt.continuation)])
+            mask = copied_token_mask(cond.tokens, prompt.continuation, SourceStats(ARTICLE), 4)
+            per_aspect.append(sum(0.0 if m else c - u for c, u, m in list(zip(cond.token_logprobs, alone.token_logprobs, mask))[:16]) / 16)
+        infos.append(sum(per_aspect) / len(per_aspect))
+    low, middle, _ = sorted(infos)
+    floor = (low + middle) / 2  # one output below the floor, two above it
+    guards = {"information": {"enabled": True, "budget_tokens": 16, "floor": floor, "weight": 2.0}}
+    rewarded = Reward(tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore={"reduce": "mean", "unconditional": True}))(items)
+    plain = Reward(judge)(items)
+    for r, p, info in zip(rewarded, plain, infos):
+        assert r.guards["information"]["nats_per_budget_token"] == pytest.approx(info, abs=1e-5)
+        assert r.components["guard/information"] == pytest.approx(2.0 * max(0.0, floor - info), abs=1e-5)
+        assert r.value == pytest.approx(p.value - r.components["guard/information"], abs=1e-6)
+    assert sum(r.components["guard/information"] > 0 for r in rewarded) == 1
+
+
 def test_copy_credit_config_errors_name_the_field():
     guards = {"copy_credit": {"enabled": True}}
     with pytest.raises(ConfigError, match=r"reward\.guards\.copy_credit: needs gptscore\.unconditional: true"):
@@ -381,6 +419,12 @@ def test_copy_credit_config_errors_name_the_field():
         Reward(tiny_judge(reward={"normalise": "unit", "guards": guards}, gptscore={"reduce": "mean", "unconditional": True}))
     with pytest.raises(ConfigError, match=r"reward\.guards\.copy_credit: needs method 'gptscore'"):
         Reward(tiny_judge(method="geval", reward={"normalise": "none", "guards": guards}))
+    information = {"information": {"enabled": True}}
+    with pytest.raises(ConfigError, match=r"reward\.guards\.information: needs gptscore\.unconditional: true"):
+        Reward(tiny_judge(reward={"normalise": "none", "guards": information}))
+    with pytest.raises(ConfigError, match=r"reward\.guards\.information\.floor: expected a finite number, got 'high'"):
+        Reward(tiny_judge(reward={"normalise": "none", "guards": {"information": {"enabled": True, "floor": "high"}}},
+                          gptscore={"reduce": "mean", "unconditional": True}))
     with pytest.raises(ConfigError, match=r"gptscore\.unconditional: needs direction 'src_hypo'"):
         tiny_judge(gptscore={"direction": "ref_hypo", "unconditional": True})
 

@@ -93,7 +93,7 @@ def build_gptscore_prompt(
 def unconditional_context(aspect: Aspect, layout: str = "instruction_first") -> str:
     """The context of :func:`build_gptscore_prompt` without the source: the aspect's instruction and
     cue alone, so the judge scores what the output is worth when it has not read the source (the
-    reward's ``copy_credit`` guard compares the two)."""
+    reward's ``copy_credit`` and ``information`` guards compare the two)."""
     if aspect.task == "dialogue":
         raise ValueError("gptscore.unconditional: dialogue prompts score a ' Yes', not the output's own tokens")
     templates = INSTRUCTIONS_SOURCE_FIRST if layout == "source_first" else INSTRUCTIONS
