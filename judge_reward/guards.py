@@ -3,7 +3,7 @@
 A reward is judged by what maximises it. Each guard here is a named part of the reward config
 (``reward.guards.<name>``), measures one property of the judged text, and is either a visible
 *penalty term* in the reward (``copy``, ``repetition``, ``length``, ``grounding``, ``ending``, and
-``copy_credit`` and ``information``, the two that read the judge's token log-probabilities) or a visible
+``copy_credit``, ``information`` and ``likelihood_floor``, which read the judge's token log-probabilities) or a visible
 *rewrite* of the judged text before the judge reads it (``injection``). Nothing changes a judge's
 score silently: :class:`GuardReport` carries what each guard measured, what it did, and what it
 cost, and the reward logs it as a component.
@@ -125,14 +125,17 @@ def copied_token_mask(token_texts: Sequence[str], text: str, source: "SourceStat
 
 
 def copy_credit(conditional: Sequence[float], unconditional: Sequence[float], mask: Sequence[bool],
-                contrast: bool = False) -> float:
+                contrast: bool = False, budget: int | None = None) -> float:
     """What reading the source added to the copied tokens' log-probabilities (only gains count),
     per token of the whole output: subtracting it from the mean log-probability scores copied
     tokens as if the judge had not read the source. With ``contrast`` the amount is the whole
     conditional log-prob of copied tokens plus the unconditional one of the others, so that the
-    mean minus it is the mean pointwise mutual information of the uncopied tokens (copied: 0)."""
+    mean minus it is the mean pointwise mutual information of the uncopied tokens (copied: 0); with
+    a ``budget`` too, the mean minus it is :func:`source_information` over that budget."""
     if not conditional:
         return 0.0
+    if contrast and budget is not None:
+        return sum(conditional) / len(conditional) - source_information(conditional, unconditional, mask, budget)
     if contrast:
         return sum(c if m else u for c, u, m in zip(conditional, unconditional, mask)) / len(conditional)
     gain = sum(max(0.0, c - u) for c, u, m in zip(conditional, unconditional, mask) if m)
@@ -239,6 +242,17 @@ class CopyCreditGuard(Section):
     output's own words (pointwise mutual information), 0 for copied words. Text the judge finds
     likely whatever the source (a counting sequence, boilerplate) is worth nothing either. The term
     is then usually negative (a credit): still shown as ``guard/copy_credit``."""
+    budget_tokens: Optional[PositiveInt] = None
+    """With ``contrast``: the information is summed over the output's first ``budget_tokens`` tokens
+    and divided by ``budget_tokens`` instead of averaged over its tokens, so the reward is what the
+    output says about its source within a fixed budget (``source_information``). A per-token mean
+    is maximised by one salient token (GRPO run 7: the article's main name alone); a total is not.
+    Padding adds nothing (it is as likely without the source), copied words add nothing."""
+
+    def check(self) -> None:
+        if self.budget_tokens is not None and not self.contrast:
+            raise ConfigError(f"needs contrast: true, got budget_tokens {self.budget_tokens} without it",
+                              field="budget_tokens")
 
 
 @dataclass
@@ -265,6 +279,27 @@ class InformationGuard(Section):
     min_fragment: PositiveInt = 4
     """Tokens inside verbatim source fragments of at least this many words count 0."""
     weight: Weight = 3.0
+
+
+@dataclass
+class LikelihoodFloorGuard(Section):
+    """Text the judge finds unlikely *given the source*: the shortfall of the judged aspects' mean
+    log-probability per token (GPTScore's score, before ``copy_credit``) below ``floor`` nats, times
+    ``weight``. Above the floor nothing changes. For rewards whose main term is the information
+    (``copy_credit.contrast``), which a list of the source's names maximises: a floor on how
+    readable the output is, not a bonus, because every likely-text bonus is maximised by padding
+    (a numbered list, a repeated phrase). GPTScore with ``normalise: none`` only."""
+
+    section_path: ClassVar[str] = "reward.guards.likelihood_floor"
+
+    enabled: bool = False
+    floor: FiniteFloat = -3.0
+    weight: Weight = 2.0
+    unconditional: bool = False
+    """Floor the mean log-probability of the output after the aspect's instruction alone (no
+    source; needs ``gptscore.unconditional: true``): how readable the text is on its own. The
+    score given the source is raised most by copying it (GRPO run 9: a floor on it taught the
+    policy to paste the lead); the source-free score is not."""
 
 
 @dataclass
@@ -357,6 +392,7 @@ GUARD_TYPES = {
     "copy": CopyGuard,
     "copy_credit": CopyCreditGuard,
     "information": InformationGuard,
+    "likelihood_floor": LikelihoodFloorGuard,
     "repetition": RepetitionGuard,
     "length": LengthGuard,
     "grounding": GroundingGuard,
@@ -375,6 +411,7 @@ class GuardsConfig(Section):
     copy: CopyGuard = field(default_factory=CopyGuard)
     copy_credit: CopyCreditGuard = field(default_factory=CopyCreditGuard)
     information: InformationGuard = field(default_factory=InformationGuard)
+    likelihood_floor: LikelihoodFloorGuard = field(default_factory=LikelihoodFloorGuard)
     repetition: RepetitionGuard = field(default_factory=RepetitionGuard)
     length: LengthGuard = field(default_factory=LengthGuard)
     grounding: GroundingGuard = field(default_factory=GroundingGuard)

@@ -40,7 +40,7 @@ from .methods.base import Item, Score
 
 NORMALISATIONS = ("none", "unit", "scale")
 # guards computed from the judge's token log-probabilities, after it scored (the others read the texts)
-TOKEN_GUARDS = ("copy_credit", "information")
+TOKEN_GUARDS = ("copy_credit", "information", "likelihood_floor")
 """``none``: the judge's value untouched (GPTScore: mean log-prob <= 0; G-Eval/rating: aspect scale).
 ``unit``: mapped onto [0, 1] (G-Eval/rating: ``(v - low) / (high - low)``; GPTScore: ``exp(mean
 log-prob)``, the geometric-mean probability the judge gives each token of the completion).
@@ -198,13 +198,15 @@ class Reward:
         )
 
     def _check_token_guard(self, name: str, judge, config: RewardConfig) -> None:
-        """``copy_credit`` and ``information`` read GPTScore's conditional and unconditional token log-probabilities."""
+        """``copy_credit``, ``information`` and ``likelihood_floor`` read GPTScore's token log-probabilities
+        (the first two its unconditional ones too)."""
         problem = None
         if self.method_name != "gptscore":
             problem = f"needs method 'gptscore' (it reads token log-probabilities), got {self.method_name!r}"
         elif config.normalise != "none":
             problem = f"needs normalise 'none' (the penalty is in nats per token), got {config.normalise!r}"
-        elif callable(getattr(judge, "method", None)) and not judge.method("gptscore").config.unconditional:
+        elif (callable(getattr(judge, "method", None)) and not judge.method("gptscore").config.unconditional
+              and (name != "likelihood_floor" or config.guards.likelihood_floor.unconditional)):
             problem = "needs gptscore.unconditional: true in the judge config (the judge scores each output without its source too)"
         if problem:
             raise ConfigError(problem, field=f"reward.guards.{name}")
@@ -275,8 +277,8 @@ class Reward:
 
     def guard_reports(self, items: Sequence[Item], removed: Sequence[Sequence[str]],
                       scored: Sequence[dict[str, Score]] | None = None) -> list[GuardReport | None]:
-        """What every enabled guard measured and charged; ``copy_credit`` and ``information`` also
-        need the judge's ``scored`` results (the others read the texts alone)."""
+        """What every enabled guard measured and charged; ``copy_credit``, ``information`` and
+        ``likelihood_floor`` also need the judge's ``scored`` results (the others read the texts alone)."""
         if not self.guards.enabled:
             return [None] * len(items)
         stats: dict[str, SourceStats] = {}
@@ -292,19 +294,27 @@ class Reward:
         return reports
 
     def _add_token_guards(self, report: GuardReport, output: str, source: SourceStats, scores: dict[str, Score]) -> None:
-        """``copy_credit`` and ``information`` from each aspect's token log-probabilities, as weighted
-        means over the aspects (every aspect scores the same output tokens after its own instruction)."""
-        per_aspect: dict[str, dict[str, float]] = {"copy_credit": {}, "information": {}}
+        """The guards that read each aspect's token log-probabilities, as weighted means over the
+        aspects (every aspect scores the same output tokens after its own instruction)."""
+        per_aspect: dict[str, dict[str, float]] = {name: {} for name in TOKEN_GUARDS}
         masks: dict[int, list[bool]] = {}  # by min_fragment: the same for every aspect
         copied = 0.0
         for a in self.aspects:
-            details = scores[a.name].details if scores[a.name].value is not None else None
-            if not details:
+            score = scores[a.name]
+            if score.value is None or not score.details:
                 continue  # a failed aspect fails the reward in combine()
+            details = score.details
+            floor_on_source_free = self.guards.likelihood_floor.enabled and self.guards.likelihood_floor.unconditional
+            if not (self.guards.copy_credit.enabled or self.guards.information.enabled or floor_on_source_free):
+                per_aspect["likelihood_floor"][a.name] = score.value
+                continue
             if "unconditional_token_logprobs" not in details:
-                raise RuntimeError("reward.guards: copy_credit and information need the judge's unconditional "
-                                   "log-probabilities in GPTScore's details (gptscore.unconditional is off)")
+                raise RuntimeError("reward.guards: copy_credit, information and likelihood_floor.unconditional need "
+                                   "the judge's unconditional log-probabilities in GPTScore's details "
+                                   "(gptscore.unconditional is off)")
             cond, uncond = details["token_logprobs"], details["unconditional_token_logprobs"]
+            per_aspect["likelihood_floor"][a.name] = (sum(uncond) / len(uncond) if floor_on_source_free and uncond
+                                                      else score.value)
 
             def mask(k: int) -> list[bool]:
                 if k not in masks:
@@ -315,7 +325,7 @@ class Reward:
                 g = self.guards.copy_credit
                 m = mask(g.min_fragment)
                 copied = sum(m) / len(m) if m else 0.0
-                per_aspect["copy_credit"][a.name] = copy_credit(cond, uncond, m, g.contrast)
+                per_aspect["copy_credit"][a.name] = copy_credit(cond, uncond, m, g.contrast, g.budget_tokens)
             if self.guards.information.enabled:
                 g = self.guards.information
                 per_aspect["information"][a.name] = source_information(cond, uncond, mask(g.min_fragment), g.budget_tokens)
@@ -333,6 +343,11 @@ class Reward:
             info = weighted(per_aspect["information"])
             report.measured["information"] = {"nats_per_budget_token": info}
             report.penalties["information"] = g.weight * max(0.0, g.floor - info)
+        if self.guards.likelihood_floor.enabled:
+            g = self.guards.likelihood_floor
+            mean = weighted(per_aspect["likelihood_floor"])
+            report.measured["likelihood_floor"] = {"mean_logprob": mean}
+            report.penalties["likelihood_floor"] = g.weight * max(0.0, g.floor - mean)
 
     def plan(self, items: Sequence[Item]) -> "RewardBatch":
         """Guard the inputs of a batch; :attr:`RewardBatch.to_judge` is what the judge must score.

@@ -411,6 +411,39 @@ def test_information_floor_charges_the_shortfall_and_nothing_above_it():
     assert sum(r.components["guard/information"] > 0 for r in rewarded) == 1
 
 
+def test_contrast_with_a_budget_rewards_the_information_and_the_floor_charges_unlikely_text():
+    """copy_credit.budget_tokens makes the reward the source information over a token budget;
+    likelihood_floor charges the judge's own score below its floor, and nothing above it."""
+    unconditional = {"reduce": "mean", "unconditional": True}
+    items = [Item(SUMMARY, ARTICLE), Item("bridge council repairs cracks", ARTICLE)]
+    plain = Reward(tiny_judge(reward={"normalise": "none", "guards": {}}, gptscore=unconditional))(items)
+    infos = Reward(tiny_judge(reward={"normalise": "none", "guards": {"information": {"enabled": True, "budget_tokens": 12}}},
+                              gptscore=unconditional))(items)
+    floor = (plain[0].value + plain[1].value) / 2  # between the two outputs' judge scores
+    guards = {"copy_credit": {"enabled": True, "contrast": True, "budget_tokens": 12},
+              "likelihood_floor": {"enabled": True, "floor": floor, "weight": 2.0}}
+    rewarded = Reward(tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore=unconditional))(items)
+    for r, p, i in zip(rewarded, plain, infos):
+        information = i.guards["information"]["nats_per_budget_token"]
+        assert r.guards["likelihood_floor"]["mean_logprob"] == pytest.approx(p.value, abs=1e-6)
+        assert r.components["guard/likelihood_floor"] == pytest.approx(2.0 * max(0.0, floor - p.value), abs=1e-6)
+        assert r.value == pytest.approx(information - r.components["guard/likelihood_floor"], abs=1e-5)
+    assert sum(r.components["guard/likelihood_floor"] > 0 for r in rewarded) == 1
+    # unconditional: the floor reads the source-free log-probabilities (which copying does not raise)
+    judge = tiny_judge(reward={"normalise": "none", "guards": {"likelihood_floor": {"enabled": True, "floor": 0.0,
+                                                                                    "unconditional": True}}},
+                       gptscore=unconditional)
+    reward = Reward(judge)
+    [r] = reward([Item(SUMMARY, ARTICLE)])
+    means = []
+    for aspect in reward.aspects:
+        prompt = build_gptscore_prompt(aspect, ARTICLE, SUMMARY)
+        [alone] = judge.backend.continuation_logprobs([ContinuationRequest(unconditional_context(aspect), prompt.continuation)])
+        means.append(sum(alone.token_logprobs) / len(alone.token_logprobs))
+    assert r.guards["likelihood_floor"]["mean_logprob"] == pytest.approx(sum(means) / len(means), abs=1e-5)
+    assert r.components["guard/likelihood_floor"] == pytest.approx(-2.0 * sum(means) / len(means), abs=1e-5)
+
+
 def test_copy_credit_config_errors_name_the_field():
     guards = {"copy_credit": {"enabled": True}}
     with pytest.raises(ConfigError, match=r"reward\.guards\.copy_credit: needs gptscore\.unconditional: true"):
@@ -419,6 +452,13 @@ def test_copy_credit_config_errors_name_the_field():
         Reward(tiny_judge(reward={"normalise": "unit", "guards": guards}, gptscore={"reduce": "mean", "unconditional": True}))
     with pytest.raises(ConfigError, match=r"reward\.guards\.copy_credit: needs method 'gptscore'"):
         Reward(tiny_judge(method="geval", reward={"normalise": "none", "guards": guards}))
+    with pytest.raises(ConfigError, match=r"reward\.guards\.copy_credit\.budget_tokens: needs contrast: true, got budget_tokens 32"):
+        Reward(tiny_judge(reward={"normalise": "none", "guards": {"copy_credit": {"enabled": True, "budget_tokens": 32}}},
+                          gptscore={"reduce": "mean", "unconditional": True}))
+    with pytest.raises(ConfigError, match=r"reward\.guards\.likelihood_floor: needs gptscore\.unconditional: true"):
+        Reward(tiny_judge(reward={"normalise": "none", "guards": {"likelihood_floor": {"enabled": True, "unconditional": True}}}))
+    with pytest.raises(ConfigError, match=r"reward\.guards\.likelihood_floor: needs normalise 'none'"):
+        Reward(tiny_judge(reward={"normalise": "unit", "guards": {"likelihood_floor": True}}))
     information = {"information": {"enabled": True}}
     with pytest.raises(ConfigError, match=r"reward\.guards\.information: needs gptscore\.unconditional: true"):
         Reward(tiny_judge(reward={"normalise": "none", "guards": information}))
