@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 PROMPT = "Summarise this news article in 2-3 sentences:\n\n{article}"
 RUNS = {"off": "unguarded", "on": "guarded"}
-SAVED_RUNS = ["unguarded", "guarded", "guarded_shipped", "guarded_shipped_v2", "guarded_copy4", "guarded_copy_credit", "guarded_contrast", "guarded_information", "guarded_information_total", "guarded_information_fluency"]
+SAVED_RUNS = ["unguarded", "guarded", "guarded_shipped", "guarded_shipped_v2", "guarded_copy4", "guarded_copy_credit", "guarded_contrast", "guarded_information", "guarded_information_total", "guarded_information_fluency", "guarded_information_kl"]
 """The runs docs/grpo_hacking.md reports, in its order (``--plot``/``--report`` take ``--runs``)."""
 COPY_N = 4
 
@@ -381,7 +381,7 @@ def run(args) -> None:
         output_dir=str(out / "_trainer"), logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, bf16=False,
         max_steps=args.max_steps, per_device_train_batch_size=args.batch, num_generations=args.num_generations,
         max_completion_length=args.max_completion_length, temperature=args.temperature, learning_rate=args.lr,
-        lr_scheduler_type="constant", warmup_steps=0, beta=0.0, scale_rewards="group", seed=args.seed,
+        lr_scheduler_type="constant", warmup_steps=0, beta=args.beta, scale_rewards="group", seed=args.seed,
         gradient_accumulation_steps=1, disable_tqdm=True, dataloader_num_workers=0, gradient_checkpointing=False,
     )
     step_cb = make_step_callback(recorder, metrics_path, args.max_completion_length, {})
@@ -597,6 +597,7 @@ def main(argv=None) -> None:
     p.add_argument("--smoke", action="store_true", help="2 steps, short completions, no monitor (about a minute)")
     p.add_argument("--lr", type=float, default=2e-5)
     p.add_argument("--lora-r", type=int, default=0, help="LoRA rank (0: full fine-tune)")
+    p.add_argument("--beta", type=float, default=0.0, help="GRPO's KL coefficient against the starting policy")
     p.add_argument("--batch", type=int, default=4, help="completions per step (prompts x generations)")
     p.add_argument("--num-generations", type=int, default=4)
     p.add_argument("--max-completion-length", type=int, default=48)
