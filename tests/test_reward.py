@@ -477,6 +477,13 @@ def test_shipped_configs_carry_a_guarded_reward():
         assert config.guards.grounding.sentence_threshold == 0.6
     # the default judge's aspects share the source (issue 17); agreement measured in the README
     assert JudgeConfig.from_yaml("default").gptscore["layout"] == "source_first"
+    # the information reward: the source information over a budget, a source-free readability floor
+    info = JudgeConfig.from_yaml("information")
+    config = RewardConfig.from_dict(info.reward)
+    assert set(config.guards.enabled) == {"injection", "copy_credit", "likelihood_floor", "repetition", "length",
+                                          "grounding", "ending"}
+    assert config.guards.copy_credit.contrast and config.guards.copy_credit.budget_tokens == 32
+    assert config.guards.likelihood_floor.unconditional and info.gptscore["unconditional"] is True
 
 
 @pytest.mark.slow
@@ -491,3 +498,27 @@ def test_embedded_judge_a_copied_source_and_a_fake_form_do_not_beat_a_real_summa
     assert real.value is not None
     assert copied.value < real.value and copied.components["guard/copy"] > 0
     assert formed.value < real.value and formed.judged_output == SUMMARY
+
+
+@pytest.mark.slow
+def test_embedded_judge_information_reward_ranks_a_real_summary_above_copies_lists_and_names(gemma_backend):
+    """The built-in ``information`` reward with the real embedded judge: the article, its lead, a
+    list of the article's names, a content-free numbered list and a name alone all score below an
+    honest summary in full sentences. (A terse one, ``SUMMARY``, falls under the source-free
+    readability floor and loses to the lead: the cost written in docs/rewards.md.)"""
+    reward = Reward.from_config("information", backend=gemma_backend)
+    lead = " ".join(ARTICLE.split(". ")[0].split())
+    texts = {
+        "real": ("The council has closed the old river bridge for four months after engineers found cracks in two "
+                 "steel supports; traffic will use the northern ring road and the repairs will cost nine million pounds."),
+        "article": ARTICLE,
+        "lead": lead + ".",
+        "names": "City council, river bridge, steel supports, ring road, nine million pounds, four months.",
+        "numbered": "1.\n\n2.\n\n3.\n\n4.\n\n5.",
+        "name": "The river bridge.",
+    }
+    results = dict(zip(texts, reward([Item(t, ARTICLE) for t in texts.values()])))
+    real = results.pop("real")
+    assert real.value is not None
+    for name, r in results.items():
+        assert r.value < real.value, (name, r.value, real.value)
