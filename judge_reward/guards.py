@@ -134,10 +134,9 @@ def copy_credit(conditional: Sequence[float], unconditional: Sequence[float], ma
     a ``budget`` too, the mean minus it is :func:`source_information` over that budget."""
     if not conditional:
         return 0.0
-    if contrast and budget is not None:
-        return sum(conditional) / len(conditional) - source_information(conditional, unconditional, mask, budget)
-    if contrast:
-        return sum(c if m else u for c, u, m in zip(conditional, unconditional, mask)) / len(conditional)
+    if contrast:  # without a budget, the information is averaged over the output's own tokens
+        information = source_information(conditional, unconditional, mask, budget or len(conditional))
+        return sum(conditional) / len(conditional) - information
     gain = sum(max(0.0, c - u) for c, u, m in zip(conditional, unconditional, mask) if m)
     return gain / len(conditional)
 
@@ -283,8 +282,9 @@ class InformationGuard(Section):
 
 @dataclass
 class LikelihoodFloorGuard(Section):
-    """Text the judge finds unlikely *given the source*: the shortfall of the judged aspects' mean
-    log-probability per token (GPTScore's score, before ``copy_credit``) below ``floor`` nats, times
+    """Text the judge finds unlikely: the shortfall of the judged aspects' mean log-probability per
+    token (GPTScore's score given the source, before ``copy_credit``; or, with ``unconditional``,
+    the score without the source) below ``floor`` nats, times
     ``weight``. Above the floor nothing changes. For rewards whose main term is the information
     (``copy_credit.contrast``), which a list of the source's names maximises: a floor on how
     readable the output is, not a bonus, because every likely-text bonus is maximised by padding
@@ -424,6 +424,14 @@ class GuardsConfig(Section):
     @property
     def enabled(self) -> list[str]:
         return [name for name in GUARD_TYPES if getattr(self, name).enabled]
+
+    @property
+    def reading_unconditional(self) -> list[str]:
+        """The enabled guards that read the judge's source-free token log-probabilities
+        (``gptscore.unconditional: true``)."""
+        floor = self.likelihood_floor
+        return [name for name, on in (("copy_credit", self.copy_credit.enabled), ("information", self.information.enabled),
+                                      ("likelihood_floor", floor.enabled and floor.unconditional)) if on]
 
 
 # -- the injection rewrite --------------------------------------------------------------------------

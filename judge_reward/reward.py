@@ -199,14 +199,14 @@ class Reward:
 
     def _check_token_guard(self, name: str, judge, config: RewardConfig) -> None:
         """``copy_credit``, ``information`` and ``likelihood_floor`` read GPTScore's token log-probabilities
-        (the first two its unconditional ones too)."""
+        (``GuardsConfig.reading_unconditional``: its source-free ones too)."""
         problem = None
         if self.method_name != "gptscore":
             problem = f"needs method 'gptscore' (it reads token log-probabilities), got {self.method_name!r}"
         elif config.normalise != "none":
             problem = f"needs normalise 'none' (the penalty is in nats per token), got {config.normalise!r}"
-        elif (callable(getattr(judge, "method", None)) and not judge.method("gptscore").config.unconditional
-              and (name != "likelihood_floor" or config.guards.likelihood_floor.unconditional)):
+        elif (name in config.guards.reading_unconditional and callable(getattr(judge, "method", None))
+              and not judge.method("gptscore").config.unconditional):
             problem = "needs gptscore.unconditional: true in the judge config (the judge scores each output without its source too)"
         if problem:
             raise ConfigError(problem, field=f"reward.guards.{name}")
@@ -299,21 +299,20 @@ class Reward:
         per_aspect: dict[str, dict[str, float]] = {name: {} for name in TOKEN_GUARDS}
         masks: dict[int, list[bool]] = {}  # by min_fragment: the same for every aspect
         copied = 0.0
+        readers = self.guards.reading_unconditional
         for a in self.aspects:
             score = scores[a.name]
             if score.value is None or not score.details:
                 continue  # a failed aspect fails the reward in combine()
             details = score.details
-            floor_on_source_free = self.guards.likelihood_floor.enabled and self.guards.likelihood_floor.unconditional
-            if not (self.guards.copy_credit.enabled or self.guards.information.enabled or floor_on_source_free):
+            if not readers:
                 per_aspect["likelihood_floor"][a.name] = score.value
                 continue
             if "unconditional_token_logprobs" not in details:
-                raise RuntimeError("reward.guards: copy_credit, information and likelihood_floor.unconditional need "
-                                   "the judge's unconditional log-probabilities in GPTScore's details "
-                                   "(gptscore.unconditional is off)")
+                raise RuntimeError(f"reward.guards: {', '.join(readers)} need the judge's unconditional "
+                                   "log-probabilities in GPTScore's details (gptscore.unconditional is off)")
             cond, uncond = details["token_logprobs"], details["unconditional_token_logprobs"]
-            per_aspect["likelihood_floor"][a.name] = (sum(uncond) / len(uncond) if floor_on_source_free and uncond
+            per_aspect["likelihood_floor"][a.name] = (sum(uncond) / len(uncond) if "likelihood_floor" in readers and uncond
                                                       else score.value)
 
             def mask(k: int) -> list[bool]:

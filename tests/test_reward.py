@@ -349,6 +349,15 @@ def test_per_aspect_rewards_and_the_guard_function_add_up_to_the_reward():
     assert pieces[2][1] < 0 == pieces[2][0]
 
 
+def by_hand_rows(judge, aspect, output):
+    """The backend's own rows for ``output`` under ``aspect``: after the source (the GPTScore prompt)
+    and after the instruction alone, as the reward's token guards read them."""
+    prompt = build_gptscore_prompt(aspect, ARTICLE, output)
+    cond, alone = judge.backend.continuation_logprobs([
+        ContinuationRequest(prompt.context, prompt.continuation), ContinuationRequest(unconditional_context(aspect), prompt.continuation)])
+    return prompt, cond, alone
+
+
 def test_copy_credit_scores_copied_tokens_as_if_the_source_were_unread():
     """copy_credit = what the source added to the copied tokens' log-probs, per token; with weight 1
     the reward is the mean log-prob with copied tokens scored by the instruction alone."""
@@ -362,9 +371,7 @@ def test_copy_credit_scores_copied_tokens_as_if_the_source_were_unread():
     # recompute by hand from the backend: conditional and unconditional token log-probs of the lead
     expected = []
     for aspect in reward.aspects:
-        prompt = build_gptscore_prompt(aspect, ARTICLE, lead)
-        cond, alone = judge.backend.continuation_logprobs([
-            ContinuationRequest(prompt.context, prompt.continuation), ContinuationRequest(unconditional_context(aspect), prompt.continuation)])
+        prompt, cond, alone = by_hand_rows(judge, aspect, lead)
         mask = copied_token_mask(cond.tokens, prompt.continuation, SourceStats(ARTICLE), 4)
         discounted = sum(min(c, u) if m else c for c, u, m in zip(cond.token_logprobs, alone.token_logprobs, mask)) / len(mask)
         assert copied.components[f"aspect/{aspect.name}"] == pytest.approx(sum(cond.token_logprobs) / len(cond.token_logprobs), abs=1e-5)
@@ -393,9 +400,7 @@ def test_information_floor_charges_the_shortfall_and_nothing_above_it():
     for item in items:  # by hand, from the backend: conditional minus unconditional, copied tokens 0
         per_aspect = []
         for aspect in Reward(judge).aspects:
-            prompt = build_gptscore_prompt(aspect, ARTICLE, item.output)
-            cond, alone = judge.backend.continuation_logprobs([
-                ContinuationRequest(prompt.context, prompt.continuation), ContinuationRequest(unconditional_context(aspect), prompt.continuation)])
+            prompt, cond, alone = by_hand_rows(judge, aspect, item.output)
             mask = copied_token_mask(cond.tokens, prompt.continuation, SourceStats(ARTICLE), 4)
             per_aspect.append(sum(0.0 if m else c - u for c, u, m in list(zip(cond.token_logprobs, alone.token_logprobs, mask))[:16]) / 16)
         infos.append(sum(per_aspect) / len(per_aspect))
@@ -437,8 +442,7 @@ def test_contrast_with_a_budget_rewards_the_information_and_the_floor_charges_un
     [r] = reward([Item(SUMMARY, ARTICLE)])
     means = []
     for aspect in reward.aspects:
-        prompt = build_gptscore_prompt(aspect, ARTICLE, SUMMARY)
-        [alone] = judge.backend.continuation_logprobs([ContinuationRequest(unconditional_context(aspect), prompt.continuation)])
+        _, _, alone = by_hand_rows(judge, aspect, SUMMARY)
         means.append(sum(alone.token_logprobs) / len(alone.token_logprobs))
     assert r.guards["likelihood_floor"]["mean_logprob"] == pytest.approx(sum(means) / len(means), abs=1e-5)
     assert r.components["guard/likelihood_floor"] == pytest.approx(-2.0 * sum(means) / len(means), abs=1e-5)

@@ -54,8 +54,8 @@ class GPTScoreConfig(Section):
     unconditional: bool = False
     """Also score each output after the aspect's instruction alone (no source) and keep both
     per-token log-probability sequences and the tokens in ``details`` (``token_logprobs``,
-    ``unconditional_token_logprobs``, ``token_texts``): what the reward's ``copy_credit`` and
-    ``information`` guards read. The score itself is unchanged. Costs one short extra row per output and aspect."""
+    ``unconditional_token_logprobs``, ``token_texts``): what the reward's ``copy_credit``,
+    ``information`` and ``likelihood_floor`` (``unconditional``) guards read. The score itself is unchanged. Costs one short extra row per output and aspect."""
 
     def check(self) -> None:
         if self.unconditional and (self.direction != "src_hypo" or not self.instruction or self.demonstrations):
