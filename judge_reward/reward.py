@@ -297,7 +297,13 @@ class Reward:
         """The guards that read each aspect's token log-probabilities, as weighted means over the
         aspects (every aspect scores the same output tokens after its own instruction)."""
         per_aspect: dict[str, dict[str, float]] = {name: {} for name in TOKEN_GUARDS}
-        masks: dict[int, list[bool]] = {}  # by min_fragment: the same for every aspect
+        masks: dict[int, list[bool]] = {}  # by min_fragment: every aspect scores the same output tokens
+
+        def copied_mask(token_texts: list[str], min_fragment: int) -> list[bool]:
+            if min_fragment not in masks:
+                masks[min_fragment] = copied_token_mask(token_texts, " " + output.strip(), source, min_fragment)
+            return masks[min_fragment]
+
         copied = 0.0
         readers = self.guards.reading_unconditional
         for a in self.aspects:
@@ -314,20 +320,15 @@ class Reward:
             cond, uncond = details["token_logprobs"], details["unconditional_token_logprobs"]
             per_aspect["likelihood_floor"][a.name] = (sum(uncond) / len(uncond) if "likelihood_floor" in readers and uncond
                                                       else score.value)
-
-            def mask(k: int) -> list[bool]:
-                if k not in masks:
-                    masks[k] = copied_token_mask(details["token_texts"], " " + output.strip(), source, k)
-                return masks[k]
-
             if self.guards.copy_credit.enabled:
                 g = self.guards.copy_credit
-                m = mask(g.min_fragment)
+                m = copied_mask(details["token_texts"], g.min_fragment)
                 copied = sum(m) / len(m) if m else 0.0
                 per_aspect["copy_credit"][a.name] = copy_credit(cond, uncond, m, g.contrast, g.budget_tokens)
             if self.guards.information.enabled:
                 g = self.guards.information
-                per_aspect["information"][a.name] = source_information(cond, uncond, mask(g.min_fragment), g.budget_tokens)
+                m = copied_mask(details["token_texts"], g.min_fragment)
+                per_aspect["information"][a.name] = source_information(cond, uncond, m, g.budget_tokens)
 
         def weighted(values: dict[str, float]) -> float:
             mass = sum(self.weights[n] for n in values)
