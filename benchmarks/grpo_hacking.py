@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 PROMPT = "Summarise this news article in 2-3 sentences:\n\n{article}"
 RUNS = {"off": "unguarded", "on": "guarded"}
-SAVED_RUNS = ["unguarded", "guarded", "guarded_shipped", "guarded_shipped_v2", "guarded_copy4", "guarded_copy_credit", "guarded_contrast", "guarded_information", "guarded_information_total", "guarded_information_fluency", "guarded_information_kl"]
+SAVED_RUNS = ["unguarded", "guarded", "guarded_shipped", "guarded_shipped_v2", "guarded_copy4", "guarded_copy_credit", "guarded_contrast", "guarded_information", "guarded_information_total", "guarded_information_fluency", "guarded_information_kl", "information_long", "unguarded_kl"]
 """The runs docs/grpo_hacking.md reports, in its order (``--plot``/``--report`` take ``--runs``)."""
 COPY_N = 4
 
@@ -525,11 +525,12 @@ def plot(out_dir: Path, runs: list[str], docs: Path, k: int) -> None:
     keys = [("words", "completion length (words)"), ("copy4", "copy rate (4-grams in article)"),
             ("rep3", "repetition (repeated 3-grams)"), ("reward_mean", "trained reward")]
     fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
+    colours = plt.get_cmap("tab20").colors  # one colour per run: the default cycle repeats after 10
     for ax, (key, title) in zip(axes[0], keys):
-        for run_name, rows in data.items():
+        for i, (run_name, rows) in enumerate(data.items()):
             steps = [r["step"] for r in rows]
             ys = [r.get(key) for r in rows]
-            line, = ax.plot(steps, smooth(ys, k), label=run_name)
+            line, = ax.plot(steps, smooth(ys, k), label=run_name, color=colours[(2 * i) % 20 + (2 * i) // 20])
             ax.plot(steps, ys, alpha=0.2, color=line.get_color())
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("step")
