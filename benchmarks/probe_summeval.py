@@ -6,7 +6,7 @@ over the four aspects). The probe suite (judge_reward.probes) builds every famil
 it and scores them with the reward a trainer built from ``--config`` would get. Several configs
 share one loaded model.
 
-    python benchmarks/probe_summeval.py --docs 30 --config default,geval_gemma --out reports/probes_summeval
+    python benchmarks/probe_summeval.py --docs 30 --config default,gptscore,geval_gemma --out reports/probes_summeval
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--gptscore-layout", choices=GPTSCORE_LAYOUTS, default=None,
                         help="GPTScore prompt order (default: the config's)")
     parser.add_argument("--gptscore-config", default=CONFIGS["gptscore"],
-                        help="the judge config for the gptscore method (default: default; e.g. information)")
+                        help="the judge config for the gptscore method (default: default; e.g. gptscore, the same judge with penalty guards)")
     parser.add_argument("--save", default=None, help="write every summary's judge scores to this JSON file")
     args = parser.parse_args()
     docs = summeval(args.docs)

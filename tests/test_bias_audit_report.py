@@ -217,7 +217,7 @@ def test_cli_audit_says_what_it_does_and_resumes_from_its_cache(tmp_path, monkey
     first = CliRunner().invoke(_cli(), [*args, str(tmp_path / "a")])
     assert first.exit_code == 0, first.output
     said = _flat(first.output)  # printed before the judge loads
-    assert "gptscore-gemma3-270m:6articles;loadingthejudge(default);scoresarekeptin" in said
+    assert "gptscore-gemma3-270m:6articles;loadingthejudge(gptscore);scoresarekeptin" in said
     assert "judgments.sqlite,soaninterruptedrunresumes" in said
     assert (tmp_path / "a" / "judgments.sqlite").exists()
     stats = json.loads((tmp_path / "a" / "audit.json").read_text())["runtime"]["judge_stats"]

@@ -145,7 +145,8 @@ def test_train_grpo_command_with_the_embedded_judge(tmp_path, monkeypatch, sampl
     summary = json.loads((tmp_path / "run" / "train_summary.json").read_text())
     assert summary["steps"] == 1
     step = next(r for r in summary["log_history"] if "rewards/judge/mean" in r)
-    assert step["rewards/judge/mean"] < 0 and step["judge/latency_s"] > 0  # mean log-probs from Gemma
+    # the default reward: a random policy says nothing about the article and is charged by the readability floor
+    assert step["rewards/judge/mean"] < 0 and step["judge/latency_s"] > 0
     assert "train/judge/relevance/mean" in summary["wandb"]["judge_keys"]
 
 
