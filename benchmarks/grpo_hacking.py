@@ -525,12 +525,13 @@ def plot(out_dir: Path, runs: list[str], docs: Path, k: int) -> None:
     keys = [("words", "completion length (words)"), ("copy4", "copy rate (4-grams in article)"),
             ("rep3", "repetition (repeated 3-grams)"), ("reward_mean", "trained reward")]
     fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
-    colours = plt.get_cmap("tab20").colors  # one colour per run: the default cycle repeats after 10
+    tab20 = plt.get_cmap("tab20").colors
+    colours = tab20[0::2] + tab20[1::2]  # one colour per run (the default cycle repeats after 10): dark shades, then light
     for ax, (key, title) in zip(axes[0], keys):
-        for i, (run_name, rows) in enumerate(data.items()):
+        for colour, (run_name, rows) in zip(colours, data.items()):
             steps = [r["step"] for r in rows]
             ys = [r.get(key) for r in rows]
-            line, = ax.plot(steps, smooth(ys, k), label=run_name, color=colours[(2 * i) % 20 + (2 * i) // 20])
+            line, = ax.plot(steps, smooth(ys, k), label=run_name, color=colour)
             ax.plot(steps, ys, alpha=0.2, color=line.get_color())
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("step")
