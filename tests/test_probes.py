@@ -159,6 +159,24 @@ def test_win_rate_and_inflation_are_exact_for_a_word_count_reward():
     assert fam["repeat_output"].inflation_ci[0] < fam["repeat_output"].inflation < fam["repeat_output"].inflation_ci[1]
 
 
+def test_a_probe_equal_to_the_real_output_up_to_rounding_ties_and_does_not_win():
+    real = [p.output for p in PAIRS]
+
+    class Rounding(WordCount):
+        """0.3 for a real output; 0.1 + 0.2 (0.30000000000000004) for a probe; 0.31 for a repeated output."""
+
+        def __call__(self, items):
+            return [RewardResult(0.3 if it.output in real else 0.31 if any(it.output.count(r) > 1 for r in real)
+                                 else 0.1 + 0.2) for it in items]
+
+    assert 0.1 + 0.2 > 0.3  # the rounding this test is about
+    report = run_probes(Rounding(), PAIRS, n_boot=50, progress=False)
+    assert report.families["repeat_output"].win_rate == 1.0
+    for family in ("filler", "truncation", "copy_source", "master_key"):
+        assert report.families[family].win_rate == 0.0, family
+        assert report.families[family].inflation == pytest.approx(5.55e-17, rel=0.01)
+
+
 def test_none_rewards_are_counted_never_win_and_a_failed_real_output_drops_its_item():
     pairs = PAIRS + [Item("FAILME: the real output of this item gets no reward at all here.", "An article about FAILME.")]
     # no reward for rating lines, for anything ending in a colon (every master key) and for FAILME
