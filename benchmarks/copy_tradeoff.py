@@ -7,12 +7,13 @@ their log-probabilities, in the two reward families this project tried, and meas
 * ``information + alpha``: the default reward (the information the output gives about its source
   within ``budget_tokens`` tokens, copied words 0, the readability floor and the text guards) plus
   ``alpha`` x the copied tokens' own information within the budget. ``alpha = 0`` is the shipped
-  reward (checked against what :class:`~judge_reward.reward.Reward` returned); ``alpha = 1`` counts
-  copied words like the others.
+  reward; the uncopied tokens' information recomputed here is checked against what
+  :class:`~judge_reward.reward.Reward` charged, so the copied tokens are the ones it left out.
+  ``alpha = 1`` counts copied words like the others.
 * ``judge - (1 - alpha) x copy gain``: GPTScore's mean log-probability per token given the source,
   with ``1 - alpha`` of the copied tokens' gain from the source taken back, minus the same floor and
   text guards. ``alpha = 0`` is copy credit without the contrast (GRPO run 6's term);
-  ``alpha = 1`` is the judge with the text guards.
+  ``alpha = 1`` is the judge with the floor and the text guards.
 
 For each point: summary-level Spearman of the reward against each aspect's expert ratings on the
 first ``--docs`` SummEval documents (16 system summaries each), and on how many of the first
@@ -54,7 +55,7 @@ class Terms:
                           if k.startswith("guard/") and k != "guard/copy_credit")
         source = sources.get(item.source) or sources.setdefault(item.source, SourceStats(item.source))
         text = result.judged_output if result.judged_output is not None else item.output
-        weights, self.copied_in_budget, self.mean, self.copied_gain = 0.0, 0.0, 0.0, 0.0
+        weights, self.copied_in_budget, self.uncopied_in_budget, self.mean, self.copied_gain = 0.0, 0.0, 0.0, 0.0, 0.0
         for aspect in reward.aspects:
             score = result.scores.get(aspect.name)
             if score is None or score.value is None:
@@ -66,10 +67,13 @@ class Terms:
             w = reward.weights[aspect.name]
             weights += w
             self.copied_in_budget += w * sum(x for x, m in zip(gains[:g.budget_tokens], mask) if m) / g.budget_tokens
+            self.uncopied_in_budget += w * sum(x for x, m in zip(gains[:g.budget_tokens], mask) if not m) / g.budget_tokens
             self.mean += w * sum(cond) / len(cond)
             self.copied_gain += w * sum(x for x, m in zip(gains, mask) if m) / len(cond)
+        self.charged = result.components.get("guard/copy_credit")
         if weights:
             self.copied_in_budget /= weights
+            self.uncopied_in_budget /= weights
             self.mean /= weights
             self.copied_gain /= weights
 
@@ -119,8 +123,10 @@ def main() -> None:
     systems = [Terms(reward, it, r, sources) for it, r in zip(system_items, reward(system_items))]
     probes = [Terms(reward, it, r, sources) for it, r in zip(probe_items, reward(probe_items))]
     seconds = time.perf_counter() - start
-    shipped = [t.information(0.0) for t in systems]
-    assert all(a == b for a, b in zip(shipped, (t.value for t in systems)))
+    # the shipped reward's information is the judge's mean minus its copy-credit term (weight 1)
+    off = max(abs(t.mean - t.charged - t.uncopied_in_budget) for t in systems + probes if t.value is not None)
+    if off > 1e-6 or g.weight != 1.0:
+        raise SystemExit(f"error: the recomputed information differs from the reward's by {off:.2e} (weight {g.weight})")
 
     groups = [r["doc_id"] for r in rows]
     human = {a: [r["scores"][a] for r in rows] for a in ASPECTS}
