@@ -34,7 +34,7 @@ import time
 from _common import data_dir, summeval
 from probe_summeval import summeval_pairs
 
-from judge_reward.guards import SourceStats, copied_token_mask
+from judge_reward.guards import SourceStats, copied_token_mask, source_information
 from judge_reward.metaeval.correlation import sample_level
 from judge_reward.methods.base import Item
 from judge_reward.probes import beats, build_probes, other_items
@@ -66,8 +66,9 @@ class Terms:
             gains = [c - u for c, u in zip(cond, uncond)]
             w = reward.weights[aspect.name]
             weights += w
-            self.copied_in_budget += w * sum(x for x, m in zip(gains[:g.budget_tokens], mask) if m) / g.budget_tokens
-            self.uncopied_in_budget += w * sum(x for x, m in zip(gains[:g.budget_tokens], mask) if not m) / g.budget_tokens
+            # the reward's own budgeted sum, over the copied tokens (mask inverted) and over the others
+            self.copied_in_budget += w * source_information(cond, uncond, [not m for m in mask], g.budget_tokens)
+            self.uncopied_in_budget += w * source_information(cond, uncond, mask, g.budget_tokens)
             self.mean += w * sum(cond) / len(cond)
             self.copied_gain += w * sum(x for x, m in zip(gains, mask) if m) / len(cond)
         self.charged = result.components.get("guard/copy_credit")
