@@ -37,16 +37,21 @@ def run_meta_eval(
     aspects: Sequence[str] | None = None,
     config: MetaEvalConfig = MetaEvalConfig(),
     console: Console | None = None,
+    reward=None,
 ) -> MetaEvalReport:
     """Score ``dataset`` with the judge and/or baselines and correlate with its human scores.
 
     Aspects default to the dataset's; the judge scores those it knows (the rest are reported
-    for the baselines only). Timing and judge failures go into ``report.meta``.
+    for the baselines only). With ``reward`` (a :class:`~judge_reward.reward.Reward` on the same
+    judge) the metric ``reward``, one number per item (what a trainer gets), is correlated with
+    every aspect's ratings. Timing and judge and reward failures go into ``report.meta``.
     """
     console = console or Console(stderr=True)
     for b in baselines:
         if b not in BASELINES:
             raise ValueError(f"baselines: unknown baseline {b!r}; known: {', '.join(BASELINES)}")
+    if reward is not None and judge is None:
+        raise ValueError("a reward needs its judge")
     if judge is None and not baselines:
         raise ValueError("nothing to evaluate: give a judge config (--config) and/or --baselines rouge")
     aspects = list(aspects or dataset.aspects)
@@ -63,13 +68,22 @@ def run_meta_eval(
             start = time.perf_counter()
             from tqdm.auto import tqdm
 
-            with tqdm(total=len(dataset), desc=f"judge ({', '.join(scored)})", unit="item") as bar:
-                judged = judge_scores(judge, dataset.items, scored, on_chunk=lambda n: bar.update(n - bar.n))
+            what = ", ".join(scored) + (" and the reward" if reward is not None else "")
+            with tqdm(total=len(dataset), desc=f"judge ({what})", unit="item") as bar:
+                judged = judge_scores(judge, dataset.items, scored, on_chunk=lambda n: bar.update(n - bar.n),
+                                      reward=reward)  # fmt: skip
             meta["seconds"][judge_name] = time.perf_counter() - start
             meta["judge_failures"] = dict(judged.failures)
             metrics[judge_name] = judged.scores  # only the aspects it scored
             if callable(getattr(judge, "describe", None)):
                 meta["judge"] = judge.describe()
+        if reward is not None:
+            if not scored:  # the judge knows none of the rated aspects: score the reward alone
+                judged = judge_scores(judge, dataset.items, [], reward=reward)
+            # one number per item, held against every rated aspect
+            metrics["reward"] = {a: judged.rewards for a in aspects}
+            meta["reward_failures"] = dict(judged.reward_failures)
+            meta["reward"] = reward.describe()
 
     if "rouge" in baselines:
         start = time.perf_counter()
@@ -130,6 +144,10 @@ def meta_eval(
     out: Optional[Path] = typer.Option(None, "--out", help="write the full report as JSON here"),
     n_bootstrap: int = typer.Option(1000, "--bootstrap", help="bootstrap resamples of documents for the CIs (0: none)"),
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap"),
+    with_reward: bool = typer.Option(
+        True, "--reward/--no-reward", help="also correlate the config's reward (the number `judge-reward score` "
+        "writes and a trainer built from the config gets) with every aspect's ratings"
+    ),
     use_wandb: bool = typer.Option(False, "--wandb", help="log the summary and a table to Weights & Biases"),
     wandb_project: str = typer.Option("judge-reward", "--wandb-project"),
     human_fields: Optional[str] = typer.Option(
@@ -157,9 +175,14 @@ def meta_eval(
 
             judge = Judge.from_config(config)
             judge_name = f"judge:{judge.config.method}"
+        reward = None
+        if judge is not None and with_reward:
+            from .reward import Reward
+
+            reward = Reward(judge)
         report = run_meta_eval(
             ds, judge, judge_name, _split(baselines), _split(aspects) or None,
-            MetaEvalConfig(n_bootstrap=n_bootstrap, seed=seed), console,
+            MetaEvalConfig(n_bootstrap=n_bootstrap, seed=seed), console, reward=reward,
         )  # fmt: skip
     except (ValueError, KeyError) as err:
         # loader/config errors already name the field and record; show them without a traceback
@@ -174,3 +197,5 @@ def meta_eval(
         console.print(f"logged to W&B ({run_dir})")
     if report.meta.get("judge_failures"):
         console.print(f"[yellow]judge failures (dropped): {json.dumps(report.meta['judge_failures'])}[/yellow]")
+    if report.meta.get("reward_failures"):
+        console.print(f"[yellow]rewards None (dropped): {json.dumps(report.meta['reward_failures'])}[/yellow]")

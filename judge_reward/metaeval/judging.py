@@ -1,8 +1,10 @@
-"""Run a judge over a dataset's items and collect its scores per aspect.
+"""Run a judge over a dataset's items and collect its scores per aspect (and, given a
+:class:`~judge_reward.reward.Reward`, the reward a trainer would get for each item).
 
 The judge is anything with ``score(items, aspects=[...]) -> list[dict[aspect, Score]]``
 (:class:`judge_reward.Judge`, or a stand-in in tests). A failed judgment (``Score.value is
-None``) stays ``None``: :func:`~judge_reward.metaeval.report.evaluate` drops and counts it.
+None``) or reward (``RewardResult.value is None``) stays ``None``:
+:func:`~judge_reward.metaeval.report.evaluate` drops and counts it.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from ..methods.base import Item
 
 @dataclass
 class JudgeScores:
-    """Scores per aspect aligned with the items, and why the failed ones failed."""
+    """Scores per aspect aligned with the items, and why the failed ones failed; with a reward,
+    each item's reward and why the ``None`` ones are ``None``."""
 
     scores: dict[str, list[float | None]]
     failures: Counter = field(default_factory=Counter)
+    rewards: list[float | None] | None = None
+    reward_failures: Counter = field(default_factory=Counter)
 
 
 def judge_aspects(judge, wanted: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -39,14 +44,27 @@ def judge_scores(
     aspects: Sequence[str],
     chunk_size: int = 64,
     on_chunk: Callable[[int], None] | None = None,
+    reward=None,
 ) -> JudgeScores:
-    """Score ``items`` on ``aspects`` in chunks (``on_chunk(n_done)`` reports progress)."""
+    """Score ``items`` on ``aspects`` in chunks (``on_chunk(n_done)`` reports progress).
+
+    With ``reward`` (a :class:`~judge_reward.reward.Reward` on the same judge) each item's reward
+    is computed too, from the same judge call where the reward's guards leave the texts as they
+    are; the judge's scores are always of the texts as given.
+    """
     if chunk_size < 1:
         raise ValueError(f"chunk_size={chunk_size!r}: expected a positive number")
-    out = JudgeScores({a: [] for a in aspects})
+    out = JudgeScores({a: [] for a in aspects}, rewards=None if reward is None else [])
     for lo in range(0, len(items), chunk_size):
         part = list(items[lo : lo + chunk_size])
-        results = judge.score(part, aspects=list(aspects))
+        if reward is None:
+            results = judge.score(part, aspects=list(aspects))
+        else:
+            results, rewarded = _score_and_reward(judge, reward, part, aspects)
+            for result in rewarded:
+                out.rewards.append(result.value)
+                if result.value is None:
+                    out.reward_failures[result.reason or "unknown"] += 1
         if len(results) != len(part):
             raise RuntimeError(f"judge.score returned {len(results)} results for {len(part)} items")
         for k, per_aspect in enumerate(results):
@@ -60,3 +78,17 @@ def judge_scores(
         if on_chunk is not None:
             on_chunk(lo + len(part))
     return out
+
+
+def _score_and_reward(judge, reward, part: list[Item], aspects: Sequence[str]):
+    """The judge's scores of ``part`` and the reward's results for it, in one judge call when the
+    reward reads the judge's method and its input guards changed no text (the usual case)."""
+    batch = reward.plan(part)
+    unchanged = len(batch.todo) == len(part) and all(j.output == it.output for j, it in zip(batch.judged, part))
+    if unchanged and reward.method_name == judge.config.method:
+        results = judge.score(part, aspects=list(dict.fromkeys([*aspects, *reward.aspect_names])))
+        return results, batch.finish(results)
+    results = judge.score(part, aspects=list(aspects))
+    todo = batch.to_judge
+    scored = judge.score(todo, aspects=reward.aspect_names, method=reward.method_name) if todo else []
+    return results, batch.finish(scored)
