@@ -155,7 +155,8 @@ TERMINAL = re.compile(r"[.!?\"'\u201d\u2019)\]]\s*$")
 
 
 def ends_complete(text: str) -> bool:
-    """Whether the text ends as a finished sentence does (terminal punctuation, maybe a closing quote)."""
+    """Whether the text ends as a finished sentence does: ``. ! ?``, or a closing quote or bracket
+    (alone too: news text often ends quoted speech without a full stop, ``... as ` ludicrous '``)."""
     return bool(TERMINAL.search(text.strip()))
 
 
@@ -360,7 +361,7 @@ class GroundingGuard(Section):
 @dataclass
 class EndingGuard(Section):
     """An output that stops mid-sentence (a truncated answer): the full ``weight`` when the text
-    does not end with terminal punctuation (``. ! ?``, maybe followed by a closing quote or bracket)."""
+    does not end with terminal punctuation (``. ! ?``) or a closing quote or bracket."""
 
     section_path: ClassVar[str] = "reward.guards.ending"
 
