@@ -301,12 +301,6 @@ class LikelihoodFloorGuard(Section):
     source; needs ``gptscore.unconditional: true``): how readable the text is on its own. The
     score given the source is raised most by copying it (GRPO run 9: a floor on it taught the
     policy to paste the lead); the source-free score is not."""
-    window_tokens: Optional[PositiveInt] = None
-    """Also floor the mean over the output's first ``window_tokens`` tokens, and charge the larger
-    shortfall of the two. A mean over the whole output is raised by appending fluent text: past a
-    ``copy_credit.budget_tokens`` budget such text adds nothing to the information yet lifts the
-    mean over the floor, so a padded output out-scores the same output unpadded (measured against
-    SummEval's best-rated summaries: docs/rewards.md). Set it to the budget to close that."""
 
 
 @dataclass

@@ -296,12 +296,7 @@ class Reward:
     def _add_token_guards(self, report: GuardReport, output: str, source: SourceStats, scores: dict[str, Score]) -> None:
         """The guards that read each aspect's token log-probabilities, as weighted means over the
         aspects (every aspect scores the same output tokens after its own instruction)."""
-        per_aspect: dict[str, dict[str, float]] = {name: {} for name in (*TOKEN_GUARDS, "floor_window")}
-        window = self.guards.likelihood_floor.window_tokens if self.guards.likelihood_floor.enabled else None
-
-        def head_mean(values: Sequence[float]) -> float:
-            head = list(values)[:window]
-            return sum(head) / len(head)
+        per_aspect: dict[str, dict[str, float]] = {name: {} for name in TOKEN_GUARDS}
         masks: dict[int, list[bool]] = {}  # by min_fragment: every aspect scores the same output tokens
 
         def copied_mask(token_texts: list[str], min_fragment: int) -> list[bool]:
@@ -318,17 +313,13 @@ class Reward:
             details = score.details
             if not readers:
                 per_aspect["likelihood_floor"][a.name] = score.value
-                if window and details.get("token_logprobs"):
-                    per_aspect["floor_window"][a.name] = head_mean(details["token_logprobs"])
                 continue
             if "unconditional_token_logprobs" not in details:
                 raise RuntimeError(f"reward.guards: {', '.join(readers)} need the judge's unconditional "
                                    "log-probabilities in GPTScore's details (gptscore.unconditional is off)")
             cond, uncond = details["token_logprobs"], details["unconditional_token_logprobs"]
-            floored = uncond if "likelihood_floor" in readers and uncond else None
-            per_aspect["likelihood_floor"][a.name] = sum(floored) / len(floored) if floored else score.value
-            if window and (floored or cond):
-                per_aspect["floor_window"][a.name] = head_mean(floored or cond)
+            per_aspect["likelihood_floor"][a.name] = (sum(uncond) / len(uncond) if "likelihood_floor" in readers and uncond
+                                                      else score.value)
             if self.guards.copy_credit.enabled:
                 g = self.guards.copy_credit
                 m = copied_mask(details["token_texts"], g.min_fragment)
@@ -356,10 +347,6 @@ class Reward:
             g = self.guards.likelihood_floor
             mean = weighted(per_aspect["likelihood_floor"])
             report.measured["likelihood_floor"] = {"mean_logprob": mean}
-            if window and per_aspect["floor_window"]:
-                head = weighted(per_aspect["floor_window"])
-                report.measured["likelihood_floor"]["window_mean_logprob"] = head
-                mean = min(mean, head)  # the larger shortfall
             report.penalties["likelihood_floor"] = g.weight * max(0.0, g.floor - mean)
 
     def plan(self, items: Sequence[Item]) -> "RewardBatch":

@@ -448,36 +448,6 @@ def test_contrast_with_a_budget_rewards_the_information_and_the_floor_charges_un
     assert r.components["guard/likelihood_floor"] == pytest.approx(-2.0 * sum(means) / len(means), abs=1e-5)
 
 
-def test_likelihood_floor_window_charges_the_larger_shortfall_of_the_head_and_the_whole():
-    """window_tokens: the floor also reads the mean over the first N tokens and charges the larger
-    shortfall, so text appended after them can lift the whole-output mean but not the charge."""
-    unconditional = {"reduce": "mean", "unconditional": True}
-    for source_free in (True, False):
-        guards = {"likelihood_floor": {"enabled": True, "floor": 0.0, "weight": 2.0, "unconditional": source_free,
-                                       "window_tokens": 3}}
-        judge = tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore=unconditional)
-        reward = Reward(judge)
-        padded = SUMMARY + " The council met on Tuesday and the council met on Tuesday."
-        for text in (SUMMARY, padded):
-            [r] = reward([Item(text, ARTICLE)])
-            means, heads = [], []
-            for aspect in reward.aspects:
-                _, cond, alone = by_hand_rows(judge, aspect, text)
-                lp = (alone if source_free else cond).token_logprobs
-                means.append(sum(lp) / len(lp))
-                heads.append(sum(lp[:3]) / 3)
-            mean, head = sum(means) / len(means), sum(heads) / len(heads)
-            measured = r.guards["likelihood_floor"]
-            assert measured["mean_logprob"] == pytest.approx(mean, abs=1e-5)
-            assert measured["window_mean_logprob"] == pytest.approx(head, abs=1e-5)
-            assert r.components["guard/likelihood_floor"] == pytest.approx(-2.0 * min(mean, head), abs=1e-5)
-            if text == SUMMARY:
-                head_charge = -2.0 * head  # what the first tokens alone are charged (floor 0)
-            else:  # the same first tokens: whatever follows, the charge is at least theirs
-                assert head == pytest.approx(-head_charge / 2.0, abs=1e-5)
-                assert r.components["guard/likelihood_floor"] >= head_charge - 1e-5
-
-
 def test_copy_credit_config_errors_name_the_field():
     guards = {"copy_credit": {"enabled": True}}
     with pytest.raises(ConfigError, match=r"reward\.guards\.copy_credit: needs gptscore\.unconditional: true"):
