@@ -37,7 +37,7 @@ from probe_summeval import summeval_pairs
 from judge_reward.guards import SourceStats, copied_token_mask, source_information
 from judge_reward.metaeval.correlation import sample_level
 from judge_reward.methods.base import Item
-from judge_reward.probes import beats, build_probes, other_items
+from judge_reward.probes import ItemOutcome, ProbeOutcome, build_probes, other_items, summarise_family
 from judge_reward.reward import Reward, RewardResult
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
@@ -86,15 +86,15 @@ class Terms:
 
 
 def wins(values: list[float | None], labels: list[tuple[int, str]]) -> dict[str, int]:
-    """Per family: on how many articles its best wording beats the real summary (by more than rounding,
-    as the probe suite counts a win)."""
-    real = {i: v for (i, family), v in zip(labels, values) if family == "real"}
-    best: dict[tuple[str, int], float] = {}
-    for (i, family), v in zip(labels, values):
-        if family != "real" and v is not None:
-            best[(family, i)] = max(best.get((family, i), float("-inf")), v)
-    return {f: sum(beats(v, real[i]) for (family, i), v in best.items() if family == f and real.get(i) is not None)
-            for f in FAMILIES}
+    """Per family: on how many articles its best wording beats the real summary, counted by the
+    probe suite's own rule (:func:`judge_reward.probes.summarise_family`)."""
+    outcomes: dict[int, ItemOutcome] = {}
+    for (i, family), v in zip(labels, values):  # each article's real summary comes before its probes
+        if family == "real":
+            outcomes[i] = ItemOutcome(str(i), "", v, None, [], cluster=i)
+        else:
+            outcomes[i].probes.append(ProbeOutcome(family, "", "", v))
+    return {f: summarise_family(f, list(outcomes.values()), n_boot=0).wins for f in FAMILIES}
 
 
 def main() -> None:
