@@ -81,14 +81,15 @@ def judge_scores(
 
 
 def _score_and_reward(judge, reward, part: list[Item], aspects: Sequence[str]):
-    """The judge's scores of ``part`` and the reward's results for it, in one judge call when the
-    reward reads the judge's method and its input guards changed no text (the usual case)."""
+    """The judge's scores of ``part`` and the reward's results for it. One judge call covers both
+    where the reward reads the judge's method; only the items whose text the reward's input guards
+    rewrote are judged again, for the reward."""
     batch = reward.plan(part)
-    unchanged = len(batch.todo) == len(part) and all(j.output == it.output for j, it in zip(batch.judged, part))
-    if unchanged and reward.method_name == judge.config.method:
-        results = judge.score(part, aspects=list(dict.fromkeys([*aspects, *reward.aspect_names])))
-        return results, batch.finish(results)
-    results = judge.score(part, aspects=list(aspects))
-    todo = batch.to_judge
-    scored = judge.score(todo, aspects=reward.aspect_names, method=reward.method_name) if todo else []
-    return results, batch.finish(scored)
+    same_method = reward.method_name == judge.config.method
+    wanted = list(dict.fromkeys([*aspects, *reward.aspect_names])) if same_method else list(aspects)
+    results = judge.score(part, aspects=wanted)
+    redo = [k for k in batch.todo if not same_method or batch.judged[k] != part[k]]
+    again = judge.score([batch.judged[k] for k in redo], aspects=reward.aspect_names,
+                        method=reward.method_name) if redo else []  # fmt: skip
+    rescored = dict(zip(redo, again))
+    return results, batch.finish([rescored.get(k, results[k]) for k in batch.todo])
