@@ -171,9 +171,13 @@ def meta_eval(
         ds = load_dataset(dataset, data, references, fmt).first_groups(limit)
         judge, judge_name = None, "judge"
         if config:
-            from .judge import Judge
+            from .judge import Judge, JudgeConfig
 
-            judge = Judge.from_config(config)
+            judge_config = JudgeConfig.from_yaml(config)
+            if not with_reward and (judge_config.gptscore or {}).get("unconditional"):
+                # only the reward's guards read the source-free pass; the judge's scores do not
+                judge_config.gptscore = {**judge_config.gptscore, "unconditional": False}
+            judge = Judge.from_config(judge_config)
             judge_name = f"judge:{judge.config.method}"
         reward = None
         if judge is not None and with_reward:

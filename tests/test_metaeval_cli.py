@@ -129,6 +129,31 @@ def test_judge_from_config_on_jsonl(tmp_path):
     assert [r["metric"] for r in json.loads(out.read_text())["results"]] == ["judge:gptscore"]
 
 
+def test_no_reward_skips_the_source_free_pass(tmp_path, monkeypatch):
+    """Only the reward's guards read GPTScore's source-free pass: without the reward meta-eval
+    does not run it, and the judge's scores are the same either way."""
+    from judge_reward.judge import Judge
+
+    built = []
+    original = Judge.from_config.__func__
+    monkeypatch.setattr(Judge, "from_config", classmethod(lambda cls, *a, **k: built.append(original(cls, *a, **k)) or built[-1]))
+    config = save_judge_config(tmp_path, gptscore={"unconditional": True}, reward={"normalise": "none"})
+    data = _write_jsonl(tmp_path)
+    values = {}
+    for flag in ("--reward", "--no-reward"):
+        out = tmp_path / f"{flag}.json"
+        result = CliRunner().invoke(app, [
+            "meta-eval", "--dataset", "jsonl", "--data", str(data), "--config", str(config),
+            "--aspects", "fluency", "--bootstrap", "0", "--out", str(out), flag,
+        ])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        row = json.loads(out.read_text())["results"][0]
+        assert row["metric"] == "judge:gptscore"
+        values[flag] = [c["value"] for c in row["cells"]]
+    assert [j.config.gptscore.get("unconditional") for j in built] == [True, False]
+    assert values["--reward"] == pytest.approx(values["--no-reward"], abs=1e-9)
+
+
 def test_reward_row_when_the_injection_guard_rewrites_texts(tmp_path):
     """A text the injection guard rewrites is judged as given for the judge's row and as
     rewritten for the reward's, which must equal what Reward returns; a text it empties is a
