@@ -151,12 +151,13 @@ def source_information(conditional: Sequence[float], unconditional: Sequence[flo
     return sum(gains[:budget]) / budget
 
 
-TERMINAL = re.compile(r"[.!?\"'\u201d\u2019)\]]\s*$")
+TERMINAL = re.compile(r"[.!?](\s*[\"'\u201d\u2019)\]])*\s*$")
 
 
 def ends_complete(text: str) -> bool:
-    """Whether the text ends as a finished sentence does: ``. ! ?``, or a closing quote or bracket
-    (alone too: news text often ends quoted speech without a full stop, ``... as ` ludicrous '``)."""
+    """Whether the text ends as a finished sentence does: ``. ! ?``, maybe followed by closing quotes
+    or brackets (``... 'ludicrous.'``, ``... ludicrous . '``). A closing quote or bracket alone is
+    not an ending: a summary cut inside quoted words ends with one (``is now 'cooperating '``)."""
     return bool(TERMINAL.search(text.strip()))
 
 
@@ -168,9 +169,30 @@ def repeated_share(output: Sequence[str], n: int) -> float:
     return 1.0 - len(set(grams)) / len(grams)
 
 
-def novel_word_share(output: Sequence[str], source_words: set, min_chars: int) -> float:
-    """Share of the output's content words (at least ``min_chars`` long) absent from the source."""
-    content = [w for w in output if len(w) >= min_chars]
+# Common English words of four letters or more that carry no content: every source has them, so a
+# sentence of generic prose built from them ("more details may come to light over time") would pass
+# as grounded if they counted (reward.guards.grounding.skip_function_words).
+FUNCTION_WORDS = frozenset("""
+about above across after again against almost along already also although always among another
+around because been before behind being below besides between beyond both cannot could does down
+during each either else enough even ever every from further have having here however into just least
+less many maybe might more most much must never none often once only onto other others otherwise
+over perhaps quite rather really same several shall should since some still such than that their
+theirs them themselves then there these they this those though through thus toward towards under
+until upon very well were what whatever when where whether which while whom whose will with within
+without would your yours
+""".split())
+
+
+def content_words(text_words: Sequence[str], min_chars: int, skip_function_words: bool = False) -> list[str]:
+    """The words a grounding check counts: at least ``min_chars`` long, and with
+    ``skip_function_words`` not in :data:`FUNCTION_WORDS`."""
+    return [w for w in text_words if len(w) >= min_chars and not (skip_function_words and w in FUNCTION_WORDS)]
+
+
+def novel_word_share(output: Sequence[str], source_words: set, min_chars: int, skip_function_words: bool = False) -> float:
+    """Share of the output's content words (:func:`content_words`) absent from the source."""
+    content = content_words(output, min_chars, skip_function_words)
     if not content:
         return 1.0
     return sum(w not in source_words for w in content) / len(content)
@@ -179,7 +201,8 @@ def novel_word_share(output: Sequence[str], source_words: set, min_chars: int) -
 MIN_SENTENCE_CONTENT = 3  # a sentence with fewer content words says too little to judge alone
 
 
-def unsupported_sentence_share(text: str, source_words: set, min_chars: int, threshold: float) -> tuple[float, list[str]]:
+def unsupported_sentence_share(text: str, source_words: set, min_chars: int, threshold: float,
+                               skip_function_words: bool = False) -> tuple[float, list[str]]:
     """Share of the text's content words that sit in *unsupported* sentences, and those sentences.
 
     A sentence is unsupported when it has at least three content words and more than ``threshold``
@@ -188,10 +211,13 @@ def unsupported_sentence_share(text: str, source_words: set, min_chars: int, thr
     """
     total, unsupported, found = 0, 0, []
     for match in SPAN.finditer(text):
-        content = [w for w in words(match.group(0)) if len(w) >= min_chars]
-        total += len(content)
-        if len(content) >= MIN_SENTENCE_CONTENT and sum(w not in source_words for w in content) / len(content) > threshold:
-            unsupported += len(content)
+        sentence = words(match.group(0))
+        size = content_words(sentence, min_chars)  # what the sentence weighs in the share
+        # the verdict reads only the words that can show grounding (function words are everywhere)
+        evidence = content_words(sentence, min_chars, skip_function_words)
+        total += len(size)
+        if len(evidence) >= MIN_SENTENCE_CONTENT and sum(w not in source_words for w in evidence) / len(evidence) > threshold:
+            unsupported += len(size)
             found.append(match.group(0).strip())
     return (unsupported / total if total else 0.0), found
 
@@ -356,6 +382,12 @@ class GroundingGuard(Section):
     share of which are absent from the source, is unsupported, and the share of the output's content
     words in unsupported sentences is charged from 0 (the penalty is the larger of the two ramps).
     Catches one appended sentence of filler or self-praise, which the whole-text share dilutes."""
+    skip_function_words: bool = False
+    """Do not count common English function words of ``min_chars`` or more letters (``with``,
+    ``will``, ``more``, ``over``, ... :data:`FUNCTION_WORDS`) as content words. Every source has
+    them, so without this a sentence of generic prose built from them passes as grounded (the
+    probe suite's ``filler_c_start``: 5 of its 15 four-letter words are function words). English
+    only; off by default because the shipped ``default`` reward was trained against without it."""
 
 
 @dataclass
@@ -561,11 +593,12 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
         report.penalties["length"] = g.weight * max(short, long)
     if config.grounding.enabled and source is not None and source.words:
         g = config.grounding
-        share = novel_word_share(toks, source.word_set, g.min_chars)
+        share = novel_word_share(toks, source.word_set, g.min_chars, g.skip_function_words)
         report.measured["grounding"] = {"novel_word_share": share}
         ramp = _ramp(share, g.threshold, 1.0)
         if g.sentence_threshold is not None:
-            unsupported, sentences = unsupported_sentence_share(output, source.word_set, g.min_chars, g.sentence_threshold)
+            unsupported, sentences = unsupported_sentence_share(output, source.word_set, g.min_chars, g.sentence_threshold,
+                                                              g.skip_function_words)
             report.measured["grounding"].update(unsupported_share=unsupported, unsupported_sentences=len(sentences))
             ramp = max(ramp, _ramp(unsupported, 0.0, 1.0))
         report.penalties["grounding"] = g.weight * ramp

@@ -20,8 +20,9 @@ from typer.testing import CliRunner
 from judge_reward import ConfigError, Item, Judge, JudgeConfig, load_aspects
 from judge_reward.cli import app
 from judge_reward.guards import (
-    GuardsConfig, InjectionPatterns, SourceStats, apply_guards, copied_fragments, copied_token_mask, copy_credit,
-    ends_complete, long_copy_share, neutralise, repeated_share, source_information, words,
+    GuardsConfig, InjectionPatterns, SourceStats, apply_guards, content_words, copied_fragments, copied_token_mask,
+    copy_credit, ends_complete, long_copy_share, neutralise, novel_word_share, repeated_share, source_information,
+    words,
 )
 from judge_reward.backends.base import ContinuationRequest
 from judge_reward.prompts.gptscore import build_gptscore_prompt, unconditional_context
@@ -60,6 +61,9 @@ def test_repetition_length_grounding_and_ending_statistics():
     assert repeated_share(words(" ".join([SUMMARY] * 3)), 3) == pytest.approx(2 / 3, abs=0.03)
     assert repeated_share(words("bridge " * 40), 3) > 0.9
     assert ends_complete(SUMMARY) and ends_complete('He said "no."') and not ends_complete("Engineers found cracked")
+    # closing quotes or brackets after the full stop end a sentence; alone they do not (a cut inside a quote)
+    assert ends_complete("It was called ` ludicrous . '") and ends_complete("The work (all of it).")
+    assert not ends_complete("The palace is now 'cooperating '") and not ends_complete("repairs (four months)")
     stats = SourceStats(ARTICLE)
     config = GuardsConfig.from_dict(ALL_GUARDS)
     clean = apply_guards(config, SUMMARY, stats)
@@ -97,6 +101,30 @@ def test_grounding_judges_each_sentence_when_asked():
     assert apply_guards(per_sentence, SUMMARY + " Big news indeed.", stats).measured["grounding"]["unsupported_sentences"] == 0
     with pytest.raises(ConfigError, match=r"grounding\.sentence_threshold"):
         GuardsConfig.from_dict({"grounding": {"enabled": True, "sentence_threshold": 1.5}})
+
+
+def test_grounding_can_leave_function_words_out_of_the_verdict():
+    """Generic prose built from words every source has ("with", "will", "over") passes as grounded unless
+    function words are left out of the verdict; the sentence still weighs all its content words."""
+    generic = " After that, and through all of this, views would differ while others come from somewhere."
+    padded = SUMMARY + generic
+    stats = SourceStats(ARTICLE)
+    section = {"enabled": True, "threshold": 0.7, "weight": 1.0, "sentence_threshold": 0.6}
+    plain = apply_guards(GuardsConfig.from_dict({"grounding": section}), padded, stats)
+    assert plain.measured["grounding"]["unsupported_sentences"] == 0  # its function words are in the article
+    skipping = apply_guards(GuardsConfig.from_dict({"grounding": {**section, "skip_function_words": True}}), padded, stats)
+    measured = skipping.measured["grounding"]
+    assert measured["unsupported_sentences"] == 1
+    content = [w for w in words(padded) if len(w) >= 4]
+    appended = [w for w in words(generic) if len(w) >= 4]
+    assert measured["unsupported_share"] == pytest.approx(len(appended) / len(content))
+    assert skipping.penalties["grounding"] == pytest.approx(measured["unsupported_share"])
+    # a real summary is still clean, and the whole-text share drops function words from both counts
+    assert apply_guards(GuardsConfig.from_dict({"grounding": {**section, "skip_function_words": True}}),
+                        SUMMARY, stats).penalties["grounding"] == 0.0
+    assert novel_word_share(words("from the ferry"), stats.word_set, 4) == 0.5
+    assert novel_word_share(words("from the ferry"), stats.word_set, 4, skip_function_words=True) == 1.0
+    assert content_words(words("Over the bridge, with care"), 4, True) == ["bridge", "care"]
 
 
 def test_copied_token_mask_follows_the_words_of_long_fragments():
@@ -489,6 +517,9 @@ def test_shipped_configs_carry_a_guarded_reward():
         assert config.aspects == ["coherence", "consistency", "fluency", "relevance"]
         assert set(config.guards.enabled) == {"injection", "copy", "repetition", "length", "grounding", "ending"}
         assert config.guards.grounding.sentence_threshold == 0.6
+    # the G-Eval judge does not prefer the whole summary to its first half: the length wanted is stated
+    geval = RewardConfig.from_dict(JudgeConfig.from_yaml("geval_gemma").reward).guards
+    assert geval.length.min_words == 30 and geval.grounding.skip_function_words
     # the GPTScore judges' aspects share the source (issue 17); agreement measured in the README
     for name in ("default", "gptscore"):
         assert JudgeConfig.from_yaml(name).gptscore["layout"] == "source_first"
