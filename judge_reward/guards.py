@@ -383,11 +383,13 @@ class GroundingGuard(Section):
     words in unsupported sentences is charged from 0 (the penalty is the larger of the two ramps).
     Catches one appended sentence of filler or self-praise, which the whole-text share dilutes."""
     skip_function_words: bool = False
-    """Do not count common English function words of ``min_chars`` or more letters (``with``,
-    ``will``, ``more``, ``over``, ... :data:`FUNCTION_WORDS`) as content words. Every source has
-    them, so without this a sentence of generic prose built from them passes as grounded (the
-    probe suite's ``filler_c_start``: 5 of its 15 four-letter words are function words). English
-    only; off by default because the shipped ``default`` reward was trained against without it."""
+    """Leave common English function words of ``min_chars`` or more letters (``with``, ``will``,
+    ``more``, ``over``, ... :data:`FUNCTION_WORDS`) out of the whole-text share and of each
+    sentence's verdict; a flagged sentence still weighs all its content words in the charged share.
+    Every source has them, so without this a sentence of generic prose built from them passes as
+    grounded (the probe suite's ``filler_c_start``: 5 of its 15 words of four or more letters are
+    function words). English only; off by default, and in the shipped ``default``, whose reward
+    was verified by GRPO runs without it."""
 
 
 @dataclass
