@@ -174,7 +174,7 @@ def meta_eval(
             from .judge import Judge, JudgeConfig
 
             judge_config = JudgeConfig.from_yaml(config)
-            if not with_reward and (judge_config.gptscore or {}).get("unconditional"):
+            if not with_reward and judge_config.gptscore.get("unconditional"):
                 # only the reward's guards read the source-free pass; the judge's scores do not
                 judge_config.gptscore = {**judge_config.gptscore, "unconditional": False}
             judge = Judge.from_config(judge_config)

@@ -169,9 +169,10 @@ def repeated_share(output: Sequence[str], n: int) -> float:
     return 1.0 - len(set(grams)) / len(grams)
 
 
-# Common English words of four letters or more that carry no content: every source has them, so a
-# sentence of generic prose built from them ("more details may come to light over time") would pass
-# as grounded if they counted (reward.guards.grounding.skip_function_words).
+# Common English words of four letters or more that carry no content (grounding's default min_chars,
+# 4, already leaves the shorter ones out): every source has them, so a sentence of generic prose
+# built from them ("more details may come to light over time") would pass as grounded if they
+# counted (reward.guards.grounding.skip_function_words).
 FUNCTION_WORDS = frozenset("""
 about above across after again against almost along already also although always among another
 around because been before behind being below besides between beyond both cannot could does down
@@ -367,7 +368,8 @@ class GroundingGuard(Section):
     """Text about something else: the share of the output's content words absent from the source.
 
     A summary, answer or reply built on its source reuses the source's names and terms; fluent text
-    about another item, or a content-free opener, does not. ``min_chars`` keeps function words out.
+    about another item, or a content-free opener, does not. ``min_chars`` keeps short function words
+    out; ``skip_function_words`` the longer ones too.
     Turn it off for tasks whose outputs legitimately leave the source's vocabulary (open dialogue).
     """
 
