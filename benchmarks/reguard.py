@@ -108,7 +108,9 @@ def replay_probes(args, config: JudgeConfig, section: RewardConfig) -> None:
                 table[(judged, source)] = {a.name: raw_value(components[f"aspect/{a.name}"], a, original)
                                            for a in original.aspects if f"aspect/{a.name}" in components}
     reward = Reward(ReplayJudge(config, table, meta.get("reward", {}).get("model", "")), section)
-    report = run_probes(reward, pairs, progress=False)
+    # the saved run's families: a family added since has no saved scores
+    families = list(dict.fromkeys(p["family"] for item in saved["items"] for p in item["probes"]))
+    report = run_probes(reward, pairs, families=families, progress=False)
     report.meta.update({k: v for k, v in meta.items() if k not in report.meta or k in ("seconds", "texts_scored")})
     report.meta.update(replayed_from=str(args.probes), guards_changed=args.set)
     print(f"## {meta.get('config')} probes replayed with {' '.join(args.set) or 'the saved reward section'}\n")
