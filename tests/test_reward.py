@@ -516,10 +516,12 @@ def test_shipped_configs_carry_a_guarded_reward():
         config = RewardConfig.from_dict(JudgeConfig.from_yaml(name).reward)
         assert config.aspects == ["coherence", "consistency", "fluency", "relevance"]
         assert set(config.guards.enabled) == {"injection", "copy", "repetition", "length", "grounding", "ending"}
-        assert config.guards.grounding.sentence_threshold == 0.6
     # the G-Eval judge does not prefer the whole summary to its first half: the length wanted is stated
     geval = RewardConfig.from_dict(JudgeConfig.from_yaml("geval_gemma").reward).guards
     assert geval.length.min_words == 30 and geval.grounding.skip_function_words
+    # ... nor a summary to one with an invented sentence about its subject: half new words is enough
+    assert geval.grounding.sentence_threshold == 0.5
+    assert RewardConfig.from_dict(JudgeConfig.from_yaml("gptscore").reward).guards.grounding.sentence_threshold == 0.6
     # the GPTScore judges' aspects share the source (issue 17); agreement measured in the README
     for name in ("default", "gptscore"):
         assert JudgeConfig.from_yaml(name).gptscore["layout"] == "source_first"
