@@ -32,12 +32,12 @@ import argparse
 import time
 
 from _common import data_dir, summeval
-from probe_summeval import summeval_pairs
+from probe_summeval import summeval_pairs, wins_per_family
 
 from judge_reward.guards import SourceStats, copied_token_mask, source_information
 from judge_reward.metaeval.correlation import sample_level
 from judge_reward.methods.base import Item
-from judge_reward.probes import ItemOutcome, ProbeOutcome, build_probes, other_items, summarise_family
+from judge_reward.probes import build_probes, other_items
 from judge_reward.reward import Reward, RewardResult
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
@@ -83,18 +83,6 @@ class Terms:
 
     def discounted_judge(self, alpha: float) -> float | None:
         return None if self.value is None else self.mean - (1 - alpha) * self.copied_gain - self.others
-
-
-def wins(values: list[float | None], labels: list[tuple[int, str]]) -> dict[str, int]:
-    """Per family: on how many articles its best wording beats the real summary, counted by the
-    probe suite's own rule (:func:`judge_reward.probes.summarise_family`)."""
-    outcomes: dict[int, ItemOutcome] = {}
-    for (i, family), v in zip(labels, values):  # each article's real summary comes before its probes
-        if family == "real":
-            outcomes[i] = ItemOutcome(str(i), "", v, None, [], cluster=i)
-        else:
-            outcomes[i].probes.append(ProbeOutcome(family, "", "", v))
-    return {f: summarise_family(f, list(outcomes.values()), n_boot=0).wins for f in FAMILIES}
 
 
 def main() -> None:
@@ -143,12 +131,12 @@ def main() -> None:
     n = len(pairs)
     mean_judge = [t.mean if t.value is not None else None for t in systems]
     print(f"| judge alone (mean over aspects) | - | {agreement(mean_judge)} | "
-          + " | ".join(f"{w}/{n}" for w in wins([t.mean for t in probes], labels).values()) + " |")
+          + " | ".join(f"{w}/{n}" for w in wins_per_family([t.mean for t in probes], labels, FAMILIES).values()) + " |")
     for name, point in (("information + alpha x copied", Terms.information),
                         ("judge - (1 - alpha) x copy gain", Terms.discounted_judge)):
         for alpha in ALPHAS:
             values = [point(t, alpha) for t in systems]
-            won = wins([point(t, alpha) for t in probes], labels)
+            won = wins_per_family([point(t, alpha) for t in probes], labels, FAMILIES)
             print(f"| {name} | {alpha:g} | {agreement(values)} | " + " | ".join(f"{w}/{n}" for w in won.values()) + " |")
 
 

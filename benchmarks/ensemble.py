@@ -28,11 +28,11 @@ import time
 from pathlib import Path
 
 from _common import data_dir, summeval
-from probe_summeval import summeval_pairs
+from probe_summeval import summeval_pairs, wins_per_family
 
 from judge_reward.metaeval.correlation import sample_level
 from judge_reward.methods.base import Item
-from judge_reward.probes import FAMILIES, ItemOutcome, ProbeOutcome, build_probes, other_items, summarise_family
+from judge_reward.probes import FAMILIES, build_probes, other_items
 from judge_reward.reward import Reward
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
@@ -61,17 +61,6 @@ def rewards(reward: Reward, items: list[Item]) -> list[float | None]:
 def combine(a: list[float | None], b: list[float | None], w: float | None) -> list[float | None]:
     """``a + w * b``; ``w = None``: ``b`` alone."""
     return [None if x is None or y is None else (y if w is None else x + w * y) for x, y in zip(a, b)]
-
-
-def family_wins(values: list[float | None], labels: list[tuple[int, str]]) -> dict[str, int]:
-    """Per family: on how many articles its best wording beats the real summary."""
-    outcomes: dict[int, ItemOutcome] = {}
-    for (i, family), v in zip(labels, values):  # each article's real summary comes before its probes
-        if family == "real":
-            outcomes[i] = ItemOutcome(str(i), "", v, None, [], cluster=i)
-        else:
-            outcomes[i].probes.append(ProbeOutcome(family, "", "", v))
-    return {f: summarise_family(f, list(outcomes.values()), n_boot=0).wins for f in FAMILIES}
 
 
 def main() -> None:
@@ -117,7 +106,7 @@ def main() -> None:
 
     def row(name: str, w: str, combined: list[float | None]) -> str:
         agree = " | ".join(f"{sample_level(combined[:n_sys], human[a], groups, 'spearman'):.3f}" for a in ASPECTS)
-        won = family_wins(combined[n_sys:], labels[n_sys:])
+        won = wins_per_family(combined[n_sys:], labels[n_sys:], FAMILIES)
         over = [f"{f} {k}/{n}" for f, k in won.items() if k / n > args.max_win_rate]
         return f"| {name} | {w} | {agree} | {', '.join(over) or 'none'} |"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from _common import data_dir
 from judge_reward.metaeval import load_summeval
 from judge_reward.methods.base import Item
-from judge_reward.probes import FAMILIES, run_probes
+from judge_reward.probes import FAMILIES, ItemOutcome, ProbeOutcome, run_probes, summarise_family
 from judge_reward.reward import Reward
 
 
@@ -40,6 +40,19 @@ def summeval_pairs(path: Path, docs: int, real: str = "reference", max_source_wo
             output, tag = best.item.output, best.system
         pairs.append(Item(output, source, id=f"{doc_id}/{tag}"))
     return pairs
+
+
+def wins_per_family(values: list[float | None], labels: list[tuple[int, str]], families) -> dict[str, int]:
+    """Per family: on how many articles its best wording beats the real summary, counted by the probe
+    suite's own rule (:func:`judge_reward.probes.summarise_family`). ``labels[k]`` is ``(article,
+    "real")`` or ``(article, family)`` for ``values[k]``; each article's real summary comes first."""
+    outcomes: dict[int, ItemOutcome] = {}
+    for (i, family), v in zip(labels, values):
+        if family == "real":
+            outcomes[i] = ItemOutcome(str(i), "", v, None, [], cluster=i)
+        else:
+            outcomes[i].probes.append(ProbeOutcome(family, "", "", v))
+    return {f: summarise_family(f, list(outcomes.values()), n_boot=0).wins for f in families}
 
 
 def main() -> None:
