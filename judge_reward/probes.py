@@ -66,15 +66,22 @@ def sentences(text: str) -> list[str]:
     return [s for s in SENTENCE_END.split(text.strip()) if s]
 
 
+def _content_word(token: str) -> str | None:
+    """The token without its punctuation when it is a content word (alphabetic, four letters or
+    more, not a function word), else ``None``."""
+    word = token.strip("\"'`.,;:!?()[]{}")
+    return word if len(word) >= 4 and word.isalpha() and word.lower() not in STOPWORDS else None
+
+
 def content_words(text: str) -> list[str]:
     """Alphabetic words of four letters or more that are not function words, most frequent first
     (case-folded counts; ties in order of first appearance; each word as first written)."""
     seen: dict[str, str] = {}
     counts: Counter[str] = Counter()
     for token in text.split():
-        word = token.strip("\"'`.,;:!?()[]{}")
-        key = word.lower()
-        if len(word) >= 4 and word.isalpha() and key not in STOPWORDS:
+        word = _content_word(token)
+        if word:
+            key = word.lower()
             seen.setdefault(key, word)
             counts[key] += 1
     return [seen[k] for k, _ in counts.most_common()]
@@ -219,9 +226,8 @@ def subject(source: str) -> str:
     counts: Counter[str] = Counter()
     for sentence in sentences(source):
         for token in sentence.split()[1:]:
-            word = token.strip("\"'`.,;:!?()[]{}")
-            key = word.lower()
-            if len(word) >= 4 and word.isalpha() and word[0].isupper() and key not in STOPWORDS and key not in CALENDAR:
+            word = _content_word(token)
+            if word and word[0].isupper() and word.lower() not in CALENDAR:
                 counts[word] += 1
     if counts:
         return counts.most_common(1)[0][0]
