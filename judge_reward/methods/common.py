@@ -1,8 +1,9 @@
-"""Helpers the scoring methods share: fitting a source into the context window."""
+"""Helpers the scoring methods share: fitting a source into the context window, and running the
+requests of several aspects in one backend call."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..backends.base import JudgeBackend
 from .base import Item
@@ -36,3 +37,17 @@ def fit_source(
         )
     shorter = Item(item.output, backend.truncate_tokens(item.source, keep), item.reference, item.id)
     return shorter, source_tokens - keep
+
+
+def run_plans(plans: Sequence[tuple[list, Callable[[list], list]]], call: Callable[[list], list]) -> list[list]:
+    """Run the requests of every plan in one backend ``call`` and hand each plan its own results.
+
+    A plan is (its requests, a function from their results to its Scores); one call lets the
+    backend share what requests of different aspects have in common (a prefix, a source)."""
+    requests = [r for plan in plans for r in plan[0]]
+    results = call(requests) if requests else []
+    out, start = [], 0
+    for requests_of, finish in plans:
+        out.append(finish(results[start:start + len(requests_of)]))
+        start += len(requests_of)
+    return out

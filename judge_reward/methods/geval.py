@@ -17,7 +17,7 @@ from ..candidates import distribution_summary
 from ..config import ConfigError, Fraction, NonNegativeFloat, PositiveInt, Section
 from ..prompts.geval import LAYOUTS, build_geval_prompt
 from .base import Item, Score, config_fingerprint
-from .common import fit_source
+from .common import fit_source, run_plans
 
 MODES = ("exact", "sampling")
 STEPS = ("auto", "manual", "none")
@@ -122,13 +122,7 @@ class GEval:
         if self.config.mode == "sampling":
             return [self._score_sampling(backend, aspect, self.prompts(backend, aspect, items)) for aspect, items in work]
         plans = [self._plan_exact(backend, aspect, items) for aspect, items in work]
-        requests = [r for plan in plans for r in plan[0]]
-        results = backend.candidate_logprobs(requests) if requests else []
-        out, start = [], 0
-        for requests_of, finish in plans:
-            out.append(finish(results[start:start + len(requests_of)]))
-            start += len(requests_of)
-        return out
+        return run_plans(plans, backend.candidate_logprobs)
 
     def _plan_exact(self, backend: JudgeBackend, aspect: Aspect, items: Sequence[Item]):
         """(the candidate requests for ``items``, a function from their results to the Scores)."""

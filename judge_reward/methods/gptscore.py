@@ -22,7 +22,7 @@ from ..backends.base import ContinuationRequest, JudgeBackend
 from ..config import ConfigError, Expect, Section
 from ..prompts.gptscore import LAYOUTS, build_gptscore_prompt, unconditional_context
 from .base import Item, Score, config_fingerprint
-from .common import fit_source
+from .common import fit_source, run_plans
 
 DIRECTIONS = ("src_hypo", "ref_hypo", "hypo_ref", "avg_f")
 REDUCTIONS = ("mean", "sum")
@@ -94,13 +94,7 @@ class GPTScore:
         """Scores for several (aspect, items) in one backend call, so rows of different aspects that
         share a prefix (the source, in the ``source_first`` layout) are run together."""
         plans = [self._plan(backend, aspect, items) for aspect, items in work]
-        requests = [r for plan in plans for r in plan[0]]
-        results = backend.continuation_logprobs(requests) if requests else []
-        out, start = [], 0
-        for requests_of, finish in plans:
-            out.append(finish(results[start:start + len(requests_of)]))
-            start += len(requests_of)
-        return out
+        return run_plans(plans, backend.continuation_logprobs)
 
     def _plan(self, backend: JudgeBackend, aspect: Aspect, items: Sequence[Item]):
         """(the continuation requests for ``items``, a function from their results to the Scores)."""
