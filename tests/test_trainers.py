@@ -109,6 +109,27 @@ def test_normalisations_for_gptscore_and_geval():
     assert JudgeReward(gjudge, JudgeRewardConfig(normalise="scale"))(prompts=prompts, completions=completions, source=SOURCES[:1])[0] == pytest.approx(graw)
 
 
+def test_a_reference_based_judge_reads_the_reference_column():
+    """GPTScore's reference directions in training: the dataset's ``reference`` column reaches the
+    judge, and a row without one is a counted None, not a score against nothing."""
+    backend = make_backend("char")
+    judge = Judge(JudgeConfig(aspects_file="summeval", aspects=["coherence"], method="gptscore",
+                              gptscore={"direction": "ref_hypo"}), backend=backend)
+    reward = JudgeReward(judge, JudgeRewardConfig(normalise="none"))
+    refs = ["The council passed the budget.", "A cat was on the mat."]
+    got = reward(prompts=["p", "q"], completions=["The council approved the budget.", "The cat sat."],
+                 source=SOURCES, reference=refs)
+    direct = judge.score([Item("The council approved the budget.", SOURCES[0], refs[0]),
+                          Item("The cat sat.", SOURCES[1], refs[1])])
+    assert got == pytest.approx([r["coherence"].value for r in direct])
+    # the reference, not the source, is what the output was scored against
+    swapped = reward(prompts=["p"], completions=["The council approved the budget."], source=SOURCES[:1], reference=refs[1:])
+    assert swapped[0] != pytest.approx(got[0])
+    missing = reward(prompts=["p"], completions=["The council approved the budget."], source=SOURCES[:1])
+    assert missing == [None]
+    assert any("needs a reference" in reason for reason in reward.failures)
+
+
 def test_weighted_aspects_and_partial_failures():
     completions = ["The council approved the budget.", "Cats."]
     judge = tiny_judge("geval", aspects=("coherence", "fluency"))
