@@ -156,6 +156,11 @@ def main() -> None:
         parser.error("give --probes and/or --scores")
     config = JudgeConfig.from_yaml(args.config)
     section = changed_section(config, args.set)
+    reading = section.guards.reading_unconditional
+    if reading:  # saved runs keep each aspect's value, not the token log-probabilities these read
+        raise SystemExit(f"error: {args.config}: reward.guards {', '.join(reading)} read the judge's token "
+                         "log-probabilities, which a saved run does not keep; re-run the judge "
+                         "(benchmarks/probe_summeval.py, benchmarks/summeval_correlation.py) instead of replaying")
     if args.probes:
         replay_probes(args, config, section)
     if args.scores:

@@ -308,15 +308,17 @@ class Reward:
         readers = self.guards.reading_unconditional
         for a in self.aspects:
             score = scores[a.name]
-            if score.value is None or not score.details:
+            if score.value is None:
                 continue  # a failed aspect fails the reward in combine()
-            details = score.details
+            details = score.details or {}
             if not readers:
                 per_aspect["likelihood_floor"][a.name] = score.value
                 continue
             if "unconditional_token_logprobs" not in details:
-                raise RuntimeError(f"reward.guards: {', '.join(readers)} need the judge's unconditional "
-                                   "log-probabilities in GPTScore's details (gptscore.unconditional is off)")
+                # never a silent 0: a score without its token log-probabilities cannot be charged
+                raise RuntimeError(f"reward.guards: {', '.join(readers)} need the judge's token log-probabilities, "
+                                   f"with and without the source, in GPTScore's details; the {a.name} score has none "
+                                   "(gptscore.unconditional off, or a score that did not come from this judge)")
             cond, uncond = details["token_logprobs"], details["unconditional_token_logprobs"]
             per_aspect["likelihood_floor"][a.name] = (sum(uncond) / len(uncond) if "likelihood_floor" in readers and uncond
                                                       else score.value)

@@ -25,6 +25,7 @@ from judge_reward.guards import (
     words,
 )
 from judge_reward.backends.base import ContinuationRequest
+from judge_reward.methods.base import Score
 from judge_reward.prompts.gptscore import build_gptscore_prompt, unconditional_context
 from judge_reward.prompts.geval import build_geval_prompt, fence
 from judge_reward.reward import Reward, RewardConfig, completion_text, prompt_source
@@ -406,6 +407,19 @@ def test_copy_credit_scores_copied_tokens_as_if_the_source_were_unread():
         expected.append(discounted)
     assert copied.value == pytest.approx(sum(expected) / len(expected), abs=1e-5)
     assert copied.components["guard/copy_credit"] >= 0.0
+
+
+def test_token_guards_refuse_a_score_without_its_token_logprobs():
+    """A score with a value but no token log-probabilities (a replay, a judge of another kind) is an
+    error for the guards that read them, never a silent 0 charge."""
+    guards = {"copy_credit": {"enabled": True, "min_fragment": 4, "weight": 1.0}}
+    judge = tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore={"reduce": "mean", "unconditional": True})
+    batch = Reward(judge).plan([Item("Cars must go round by the ring road.", ARTICLE)])
+    with pytest.raises(RuntimeError, match="copy_credit need the judge's token log-probabilities.*coherence score has none"):
+        batch.finish([{"coherence": Score(-2.0), "fluency": Score(-2.1)}])
+    # the same scores with their details are charged as usual
+    [ok] = batch.finish(judge.score(batch.to_judge))
+    assert ok.value is not None and "guard/copy_credit" in ok.components
 
 
 def test_source_information_sums_uncopied_gains_over_a_budget():
