@@ -13,10 +13,12 @@ replayed through the real :class:`judge_reward.reward.Reward` with the changed s
 
     python benchmarks/reguard.py --config geval_gemma --probes docs/probes_summeval/geval_gemma/probes.json \\
         --set grounding.sentence_threshold=0.75
-    python benchmarks/reguard.py --config default --scores scores.json --set copy.weight=0.4
+    python benchmarks/reguard.py --config gptscore --scores scores.json --set copy.weight=0.4
 
 ``--set guard.field=value`` (repeatable) changes ``reward.guards``; ``--set off`` turns every
-guard off. A replayed text the saved run never judged is an error, not a silent score.
+guard off. A replayed text the saved run never judged is an error, not a silent score, and so is a
+reward whose guards read the judge's token log-probabilities (``copy_credit``, ``information``,
+``likelihood_floor``: the ``default`` config), which saved runs do not keep.
 """
 
 from __future__ import annotations
