@@ -24,7 +24,7 @@ reference would take over), and the mean of the source direction and each refere
 Guards are functions of the texts, so a point's reward is its judge value minus the penalties the
 reward charged; ``avg_f`` is the mean of the two directions' values, as the method computes it.
 
-    python benchmarks/reference_directions.py --docs 20 --probe-docs 12    # ~40 min on 2 CPU cores (bf16)
+    python benchmarks/reference_directions.py --docs 20 --probe-docs 12    # ~15 min on 2 CPU cores (bf16)
 """
 
 from __future__ import annotations
