@@ -41,7 +41,7 @@ from judge_reward import Judge, JudgeConfig
 from judge_reward.metaeval.correlation import sample_level
 from judge_reward.methods.base import Item
 from judge_reward.probes import FAMILIES, build_probes, other_items
-from judge_reward.reward import Reward, RewardConfig
+from judge_reward.reward import TOKEN_GUARDS, Reward, RewardConfig
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
 DIRECTIONS = ("src_hypo", "ref_hypo", "hypo_ref")
@@ -55,24 +55,21 @@ def reward_for(base: JudgeConfig, direction: str, backend) -> Reward:
     raw = copy.deepcopy(config.reward or {})
     guards = raw.setdefault("guards", {})
     guards["copy"] = {"enabled": False}
-    for needs_unconditional in ("copy_credit", "information", "likelihood_floor"):
-        guards.pop(needs_unconditional, None)
+    for reads_token_logprobs in TOKEN_GUARDS:  # they read the source direction's tokens
+        guards.pop(reads_token_logprobs, None)
     raw["normalise"] = "none"
     return Reward(Judge(config, backend=backend), RewardConfig.from_dict(raw))
 
 
 def judge_and_penalty(reward: Reward, items: list[Item]) -> tuple[list[float | None], list[float | None]]:
-    """Per item: the judge's weighted score over the reward's aspects, and what the guards charged."""
+    """Per item: the judge's weighted score over the reward's aspects (``normalise: none``: the
+    reward before its guards), and what the guards charged, from the reward's own components."""
     judged, charged = [], []
     for result in reward(items):
-        values = [(reward.weights[a.name], result.scores.get(a.name)) for a in reward.aspects]
-        if result.value is None or any(s is None or s.value is None for _, s in values):
-            judged.append(None)
-            charged.append(None)
-            continue
-        mean = sum(w * s.value for w, s in values) / sum(w for w, _ in values)
-        judged.append(mean)
-        charged.append(mean - result.value)
+        penalty = None if result.value is None else sum(
+            v for k, v in result.components.items() if k.startswith("guard/"))
+        judged.append(None if penalty is None else result.value + penalty)
+        charged.append(penalty)
     return judged, charged
 
 
@@ -170,7 +167,6 @@ def main() -> None:
     for guarded in (False, True):
         for name, values in points.items():
             print(row(name, guarded, values))
-
 
 
 if __name__ == "__main__":
