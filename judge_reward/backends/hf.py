@@ -18,6 +18,7 @@ probability is wanted after the last token. This module turns text requests into
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 import math
 import os
@@ -180,6 +181,9 @@ class HFBackend:
         self.dtype = next(model.parameters()).dtype
         self.model_id = f"{model_id or getattr(model.config, '_name_or_path', 'model')}:{str(self.dtype).split('.')[-1]}"
         self.body = model.get_decoder()
+        # transformers renamed the KV cache argument and output past_key_values -> cache (5.2x; the
+        # old name warns on every call and goes in 5.40): use the name this version's decoder takes
+        self._cache_name = "cache" if "cache" in inspect.signature(self.body.forward).parameters else "past_key_values"
         self.head = model.get_output_embeddings()
         self.softcap = getattr(model.config, "final_logit_softcapping", None)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
@@ -508,7 +512,7 @@ class HFBackend:
         model takes tree masks); otherwise each row is its own packed row, a plain chain.
         """
         prefix = torch.tensor([rows[members[0]].ids[:cut]], device=self.device)
-        prefix_cache = self.body(input_ids=prefix, use_cache=True).past_key_values
+        prefix_cache = getattr(self.body(input_ids=prefix, use_cache=True), self._cache_name)
         self.work["body"] += cut
         bar.update(cut)
         suffixes = [rows[i].ids[cut:] for i in members]
@@ -535,7 +539,7 @@ class HFBackend:
             self.work["body"] += ids.numel()
             hidden = self.body(
                 input_ids=ids.to(self.device), attention_mask=self._suffix_masks(packed, depth, cut, cache),
-                position_ids=(cut + depth).to(self.device), past_key_values=cache, use_cache=True,
+                position_ids=(cut + depth).to(self.device), use_cache=True, **{self._cache_name: cache},
             ).last_hidden_state
             located = []
             for b, r in enumerate(batch):
