@@ -25,6 +25,7 @@ from typing import ClassVar, Optional, Sequence
 from .config import (  # noqa: F401 (ConfigError re-exported)
     ConfigError,
     FiniteFloat,
+    Fraction,
     FractionBelowOne,
     NonNegativeInt,
     PositiveFloat,
@@ -234,7 +235,12 @@ class CopyGuard(Section):
     A likelihood judge rewards copying (a model predicts text it has just read), so a policy
     learns to paste the source or its lead. Short shared phrases (names, quotes, a clause) are
     free; whole copied passages are not. ``threshold`` is the share that is free, the full
-    ``weight`` is paid when every word of the output sits in such a passage.
+    ``weight`` is paid from ``full_at`` (1.0: only when every word of the output sits in such a
+    passage).
+
+    A ``full_at`` well below 1 makes the charge saturate: every output that copies at least that
+    share pays the same ``weight``, so the judge's order among mostly-copied outputs is kept and
+    only outputs that copy less than ``full_at`` gain on them.
     """
 
     section_path: ClassVar[str] = "reward.guards.copy"
@@ -242,7 +248,12 @@ class CopyGuard(Section):
     enabled: bool = False
     min_fragment: PositiveInt = 20
     threshold: FractionBelowOne = 0.3
+    full_at: Fraction = 1.0
     weight: Weight = 1.0
+
+    def check(self) -> None:
+        if self.full_at <= self.threshold:
+            raise ConfigError(f"must be above threshold ({self.threshold}), got {self.full_at}", field="full_at")
 
 
 @dataclass
@@ -579,7 +590,7 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
     if config.copy.enabled and source is not None and source.words:
         share = long_copy_share(toks, source.words, config.copy.min_fragment, source.positions)
         report.measured["copy"] = {"long_copy_share": share}
-        report.penalties["copy"] = config.copy.weight * _ramp(share, config.copy.threshold, 1.0)
+        report.penalties["copy"] = config.copy.weight * _ramp(share, config.copy.threshold, config.copy.full_at)
     if config.repetition.enabled:
         share = repeated_share(tokens(output) if config.repetition.punctuation else toks, config.repetition.n)
         report.measured["repetition"] = {"repeated_share": share}

@@ -57,6 +57,30 @@ def test_copy_statistic_counts_long_verbatim_fragments_only():
     assert 0.6 < share < 0.8 and share == pytest.approx(len(words(lead)) / len(words(mixed)))
 
 
+def test_copy_charge_saturates_at_full_at():
+    """With ``full_at`` below 1 every output copying at least that share pays the same charge, so
+    the judge's order among them is kept; below it the charge ramps up from ``threshold``."""
+    stats = SourceStats(ARTICLE)
+    saturating = GuardsConfig.from_dict({"copy": {"enabled": True, "min_fragment": 8, "threshold": 0.2, "full_at": 0.4,
+                                                  "weight": 3.0}})
+    linear = GuardsConfig.from_dict({"copy": {"enabled": True, "min_fragment": 8, "threshold": 0.2, "weight": 3.0}})
+    lead = " ".join(ARTICLE.split()[:12])  # one 12-word fragment
+    half = lead + " " + SUMMARY  # 12 of 28 words copied
+    whole = " ".join(ARTICLE.split()[:40])
+    share = long_copy_share(words(half), stats.words, 8)
+    assert 0.4 < share < 0.5
+    assert apply_guards(saturating, half, stats).penalties["copy"] == pytest.approx(3.0)
+    assert apply_guards(saturating, whole, stats).penalties["copy"] == pytest.approx(3.0)
+    assert apply_guards(linear, half, stats).penalties["copy"] == pytest.approx(3.0 * (share - 0.2) / 0.8)
+    assert apply_guards(saturating, SUMMARY, stats).penalties["copy"] == 0.0
+    some = " ".join(ARTICLE.split()[:9]) + " " + SUMMARY + " " + SUMMARY  # 9 of ~43 words: on the ramp
+    part = long_copy_share(words(some), stats.words, 8)
+    assert 0.2 < part < 0.4
+    assert apply_guards(saturating, some, stats).penalties["copy"] == pytest.approx(3.0 * (part - 0.2) / 0.2)
+    with pytest.raises(ConfigError, match=r"reward\.guards\.copy\.full_at: must be above threshold \(0\.3\), got 0\.3"):
+        GuardsConfig.from_dict({"copy": {"enabled": True, "full_at": 0.3}})
+
+
 def test_repetition_length_grounding_and_ending_statistics():
     assert repeated_share(words(SUMMARY), 3) == 0.0
     assert repeated_share(words(" ".join([SUMMARY] * 3)), 3) == pytest.approx(2 / 3, abs=0.03)
