@@ -365,7 +365,7 @@ def run(args) -> None:
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=torch.float32)
     if args.lora_r:
         from peft import LoraConfig, get_peft_model
 

@@ -81,7 +81,7 @@ def main() -> None:
     model_dir = str(converted_directory(resolve_model(args.policy)))
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=torch.float32)
 
     step_seconds: list[float] = []
 
