@@ -94,6 +94,12 @@ def test_adapter_fills_failed_judgments_and_splits_by_marker():
         JudgeRewardModel(reward, tok, contexts=[{"input_ids": []}])
     with pytest.raises(ValueError, match=r"on_failure: expected 'running_mean' or a finite number, got 'zero'"):
         JudgeRewardModel(reward, tok, contexts=rows, on_failure="zero")
+    # every row failing before any success: no mean to fill with, so an error naming the failure, not a 0
+    failing = JudgeReward(tiny_judge(fails=lambda k, text: True), JudgeRewardConfig(normalise="none"))
+    with pytest.raises(RuntimeError, match=r"the judge failed on all 2 rows before any reward succeeded "
+                                           r"\(injected fault: server error \(2\)\)"):
+        get_reward(JudgeRewardModel(failing, tok, contexts=rows), qr, tok.pad_token_id, cl)
+    assert get_reward(JudgeRewardModel(failing, tok, contexts=rows, on_failure=-1.0), qr, tok.pad_token_id, cl)[1].tolist() == [-1.0, -1.0]
     lost = JudgeRewardModel(reward, tok, contexts=rows[:1])
     with pytest.raises(ValueError, match=r"query_responses: a row matches no context's input_ids"):
         get_reward(lost, qr, tok.pad_token_id, cl)

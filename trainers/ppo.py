@@ -19,7 +19,9 @@ themselves: pass ``contexts`` (the training rows' ``input_ids``, optionally with
 
 PPO cannot leave a row out (its rewards are whitened over the batch), so a failed judgment is
 filled with the running mean of the successful rewards (neutral) and counted as
-``rewards/<name>/filled``; set ``on_failure`` to a number to fill with that instead.
+``rewards/<name>/filled``; set ``on_failure`` to a number to fill with that instead. A batch that
+fails entirely before any reward has succeeded has no mean to fill with and raises, naming the
+failures.
 """
 
 from __future__ import annotations
@@ -135,6 +137,10 @@ class JudgeRewardModel(nn.Module):
         self._count += len(ok)
         missing = len(values) - len(ok)
         if self.on_failure == "running_mean":
+            if missing and not self._count:  # no mean to fill with: a 0 here would be a silent fallback
+                reasons = ", ".join(f"{why} ({n})" for why, n in self.reward.failures.items()) or "no reason recorded"
+                raise RuntimeError(f"the judge failed on all {missing} rows before any reward succeeded ({reasons}); "
+                                   "PPO needs a number per row: fix the judge, or set on_failure to the number to fill with")
             fill = self._sum / self._count if self._count else 0.0
         else:
             fill = float(self.on_failure)
