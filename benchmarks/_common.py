@@ -26,9 +26,10 @@ def data_dir(explicit: str | Path | None = None, *parts: str) -> Path:
         sys.exit(f"error: {err}")
 
 
-def summeval(n_docs: int) -> list[list[dict]]:
-    """The first ``n_docs`` SummEval documents, each a list of its 16 system summaries."""
-    rows = json.loads(data_dir(None, "summeval", "summeval.json").read_text())
+def summeval(n_docs: int | None = None, data: str | Path | None = None) -> list[list[dict]]:
+    """The first ``n_docs`` SummEval documents (all when None), each a list of its 16 system
+    summaries; ``data`` is an explicit summeval.json, else the data folder's."""
+    rows = json.loads(data_dir(data, "summeval", "summeval.json").read_text())
     docs: dict[str, list[dict]] = {}
     for r in rows:
         docs.setdefault(r["doc_id"], []).append(r)

@@ -14,11 +14,10 @@ re-ranking SummEval's systems (docs/rewards.md, "A saturating copy charge").
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 
 import numpy as np
-from _common import data_dir
+from _common import summeval
 
 from judge_reward.guards import long_copy_share, word_positions, words
 
@@ -30,27 +29,28 @@ def main() -> None:
     parser.add_argument("--thresholds", type=float, nargs="+", default=[0.2, 0.3, 0.4, 0.5])
     parser.add_argument("--by-system", type=int, default=8, help="k for the per-system table (0: none)")
     args = parser.parse_args()
-    rows = json.loads(data_dir(args.data, "summeval", "summeval.json").read_text())
-    docs: dict[str, list[dict]] = defaultdict(list)
-    for row in rows:
-        docs[row["doc_id"]].append(row)
+    docs = summeval(data=args.data)
+    # each text's words once; only the fragment length changes between the tables
+    tokenised = []
+    for doc in docs:
+        source = words(doc[0]["source"])
+        tokenised.append((source, word_positions(source), words(doc[0]["reference"]),
+                          [words(r["system_output"]) for r in doc]))
 
     shares: dict[int, dict] = {}
     for k in sorted(set(args.k) | ({args.by_system} if args.by_system else set())):
         highlight, system, above = [], defaultdict(list), []
-        for doc in docs.values():
-            source = words(doc[0]["source"])
-            index = word_positions(source)
-            h = long_copy_share(words(doc[0]["reference"]), source, k, index)
+        for doc, (source, index, reference, outputs) in zip(docs, tokenised):
+            h = long_copy_share(reference, source, k, index)
             highlight.append(h)
-            mine = [long_copy_share(words(r["system_output"]), source, k, index) for r in doc]
+            mine = [long_copy_share(out, source, k, index) for out in outputs]
             for r, s in zip(doc, mine):
                 system[r["system_id"]].append((s, r["scores"]))
             above.append(sum(s > h for s in mine))
         shares[k] = {"highlight": np.array(highlight), "system": system, "above": np.array(above)}
 
     print(f"## Share of words in verbatim article fragments of >= k words ({len(docs)} SummEval documents, "
-          f"{sum(len(d) for d in docs.values())} system summaries)\n")
+          f"{sum(len(d) for d in docs)} system summaries)\n")
     head = " | ".join(f">= {t:g}" for t in args.thresholds)
     print(f"| k | highlights: median, 90th pct | {head} (highlights) | systems: 10th pct, median | {head} (systems) "
           "| systems copying more than the highlight, per document |")

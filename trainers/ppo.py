@@ -141,7 +141,7 @@ class JudgeRewardModel(nn.Module):
                 reasons = ", ".join(f"{why} ({n})" for why, n in self.reward.failures.items()) or "no reason recorded"
                 raise RuntimeError(f"the judge failed on all {missing} rows before any reward succeeded ({reasons}); "
                                    "PPO needs a number per row: fix the judge, or set on_failure to the number to fill with")
-            fill = self._sum / self._count if self._count else 0.0
+            fill = self._sum / self._count if self._count else None  # None: no row failed, nothing is filled
         else:
             fill = float(self.on_failure)
         self.filled += missing
