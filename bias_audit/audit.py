@@ -112,9 +112,10 @@ class AuditConfig(Section):
         return build_section(cls, raw, "", file=str(path))
 
 
-def build_judge(config: AuditConfig, overrides: dict | None = None):
-    """The judge an audit config names, with its aspect and backend overrides applied."""
-    from judge_reward import Judge, JudgeConfig
+def judge_config(config: AuditConfig, overrides: dict | None = None):
+    """The judge config an audit config names, with its aspect, backend and cache overrides applied,
+    checked (every section, without loading the model)."""
+    from judge_reward import JudgeConfig
 
     if isinstance(config.judge, dict):
         jc = build_section(JudgeConfig, config.judge, "judge")
@@ -125,7 +126,15 @@ def build_judge(config: AuditConfig, overrides: dict | None = None):
     jc.backend.update({k: v for k, v in (overrides or {}).items() if v is not None})
     if config.cache:
         jc.cache = {**jc.cache, "path": config.cache}
-    return Judge(jc)
+    jc.validate()
+    return jc
+
+
+def build_judge(config: AuditConfig, overrides: dict | None = None):
+    """The judge an audit config names, with its aspect and backend overrides applied."""
+    from judge_reward import Judge
+
+    return Judge(judge_config(config, overrides))
 
 
 SCORE_UNITS = {

@@ -37,7 +37,9 @@ def audit_command(
     wandb_project: Optional[str] = typer.Option(None, "--wandb-project"),
 ):
     """Does the judge prefer LLM-written summaries where people did not? (G-Eval paper, Section 4.)"""
-    from .audit import AuditConfig, run_audit
+    from judge_reward import Judge
+
+    from .audit import AuditConfig, judge_config, run_audit
     from .data import load_zhang2023
 
     try:
@@ -63,14 +65,19 @@ def audit_command(
         if wandb_project:
             cfg.wandb = {**cfg.wandb, "project": wandb_project}
         cfg.__post_init__()  # re-validate after the overrides
-        study = load_zhang2023(cfg.data)  # bad data fails here, before a model is loaded
+        if out.exists() and not out.is_dir():
+            raise UserError(f"--out {out}: is a file, not a folder (audit.json, summary.md and figure.png go in it)")
+        if cfg.cache and Path(cfg.cache).is_dir():
+            raise UserError(f"cache {cfg.cache}: is a folder, not a sqlite file")
+        judge_cfg = judge_config(cfg, {"device": device})  # a bad judge config fails here, before a model loads
+        study = load_zhang2023(cfg.data)  # and so does bad data
     except ValueError as err:  # ConfigError and the data's DataError included
         raise UserError(str(err)) from None
     start = time.perf_counter()
     n_articles = min(len(study.articles), cfg.max_articles or len(study.articles))
     console.print(f"[bold]{cfg.name}[/bold]: {n_articles} articles; loading the judge ({cfg.judge if isinstance(cfg.judge, str) else 'inline config'})"
                   + (f"; scores are kept in {cfg.cache}, so an interrupted run resumes" if cfg.cache else ""))
-    report = run_audit(cfg, study=study, out_dir=out, backend_overrides={"device": device})
+    report = run_audit(cfg, judge=Judge(judge_cfg), study=study, out_dir=out)
     v, rt = report["verdict"], report["runtime"]
     console.print(f"[bold]{report['name']}[/bold]: {report['judge'].get('model', '?')} ({report['method']}), "
                   f"{report['data']['judgements']} judgements, {rt['texts_scored']} texts scored in "

@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from judge_reward.data import read_data_text
+
 PAIRWISE_FILE = "pairwise_evaluation_results.json"
 WRITERS_FILE = "writer_summaries.json"
 LLM_FIELD = "text-davinci-002_summary"
@@ -116,7 +118,7 @@ def _resolve(path: str | Path | None, filename: str) -> Path:
 
 def _read_list(path: Path) -> list:
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(read_data_text(path, DataError))
     except json.JSONDecodeError as err:
         raise DataError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
     if not isinstance(raw, list):

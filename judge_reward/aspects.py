@@ -115,7 +115,7 @@ class AspectSet:
             return self.aspects[name]
         except KeyError:
             raise ConfigError(
-                f"aspects: unknown aspect {name!r} in {self.path}; known: {', '.join(sorted(self.aspects))}"
+                f"unknown aspect {name!r} in {self.path}; known: {', '.join(sorted(self.aspects))}", field="aspects"
             ) from None
 
     def select(self, names: list[str] | None) -> list[Aspect]:

@@ -35,9 +35,10 @@ def _read_jsonl(path: Path) -> list[dict]:
         if not isinstance(row.get("output"), str):
             got = f", got {row['output']!r:.60}" if "output" in row else ""
             raise UserError(f"{path}:{n}: field 'output' (text) is required{got}")
-        for key in ("source", "reference", "id"):
-            if key in row and row[key] is not None and not isinstance(row[key], (str, int)):
-                raise UserError(f"{path}:{n}: field {key!r} must be text, got {row[key]!r:.60}")
+        for key, types in (("source", str), ("reference", str), ("id", (str, int))):
+            value = row.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+                raise UserError(f"{path}:{n}: field {key!r} must be text, got {value!r:.60}")
         rows.append(row)
     if not rows:
         raise UserError(f"no items in {path} (expected one JSON object per line)")
@@ -51,6 +52,8 @@ def _names(text: str | None) -> list[str]:
 def _check_output(path: Path, option: str) -> None:
     if str(path) != "-" and not path.parent.is_dir():
         raise UserError(f"{option} {path}: the folder {path.parent} does not exist")
+    if path.is_dir():
+        raise UserError(f"{option} {path}: is a folder, not a file")
 
 
 def check_score_inputs(input: Path, output: Path, config: str, aspects: str | None, method: str | None,
@@ -69,6 +72,7 @@ def check_score_inputs(input: Path, output: Path, config: str, aspects: str | No
         raise UserError(f"--method: no method named in {method!r}; choose gptscore, geval or rating")
     cfg.method = methods[0]
     cfg.validate(methods)
+    cfg.check_reward()  # score writes the config's reward on every line
     rows = _read_jsonl(input)
     _check_output(output, "--output")
     return cfg, methods, rows

@@ -164,6 +164,9 @@ def meta_eval(
         output=output_field, source=source_field, group=group_field, system=system_field,
         human=tuple(_split(human_fields)),
     )  # fmt: skip
+    if out is not None and (out.is_dir() or not out.parent.is_dir()):
+        raise UserError(f"--out {out}: " + ("is a folder, not a file" if out.is_dir()
+                                              else f"the folder {out.parent} does not exist"))
     try:
         data = resolve_data_path(data, what="--data")
         if references is not None:
@@ -174,6 +177,8 @@ def meta_eval(
             from .judge import Judge, JudgeConfig
 
             judge_config = JudgeConfig.from_yaml(config)
+            if with_reward:
+                judge_config.check_reward()  # before the model loads
             if not with_reward and judge_config.gptscore.get("unconditional"):
                 # only the reward's guards read the source-free pass; the judge's scores do not
                 judge_config.gptscore = {**judge_config.gptscore, "unconditional": False}

@@ -46,6 +46,8 @@ def probe_command(
         _fail(f"--limit: expected a whole number >= 1, got {limit!r}")
     if n_boot < 0:
         _fail(f"--n-boot: expected a whole number >= 0, got {n_boot!r}")
+    if out.exists() and not out.is_dir():
+        _fail(f"--out {out}: is a file, not a folder (probes.json, probes.md and probes.png go in it)")
     try:
         pairs = load_pairs(data)[:limit]  # every line is checked before the model loads
     except DatasetError as err:

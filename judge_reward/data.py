@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 from .aspects import ConfigError
 
@@ -68,3 +69,20 @@ def resolve_data_path(explicit: str | Path | None = None, *parts: str, what: str
     first, rest = tried[0], tried[1:]
     also = f"; also tried {', '.join(repr(str(p)) for p in rest)}" if rest else ""
     raise DataNotFoundError(f"{what}: no file at {str(first)!r}{also} ({hint}, or pass a path)", tried)
+
+
+def read_data_text(path: Path, error: Callable[[str], Exception] = ValueError) -> str:
+    """The UTF-8 text of a data file. A missing file, a folder, bytes that are not UTF-8 or a failed
+    read raise ``error(message)``, the message starting with the file (each loader passes its own
+    error type, so its callers catch what they already catch)."""
+    path = Path(path)
+    if not path.exists():
+        raise error(f"{path}: no such file")
+    if path.is_dir():
+        raise error(f"{path}: is a folder, not a data file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise error(f"{path}: not valid UTF-8 (byte 0x{err.object[err.start]:02x} at offset {err.start})") from None
+    except OSError as err:
+        raise error(f"{path}: cannot read ({err.strerror or err})") from None

@@ -55,6 +55,18 @@ class JudgeConfig(Section):
     """The YAML file this config was read from (errors found later name it too)."""
 
     @classmethod
+    def load(cls, path_or_config: str | Path | dict | "JudgeConfig") -> "JudgeConfig":
+        """A judge config from a YAML path or built-in name, a mapping, or a JudgeConfig (as given)."""
+        if isinstance(path_or_config, JudgeConfig):
+            return path_or_config
+        if isinstance(path_or_config, dict):
+            return build_section(cls, path_or_config, "judge config")
+        if isinstance(path_or_config, (str, Path)):
+            return cls.from_yaml(path_or_config)
+        raise ConfigError(f"expected a judge config: a YAML path or built-in name, a mapping or a JudgeConfig; "
+                          f"got {path_or_config!r:.80}", field="judge")
+
+    @classmethod
     def from_yaml(cls, path: str | Path) -> "JudgeConfig":
         path = resolve_config_path(path, "judges")
         config = load_section(cls, path, "judges")
@@ -87,6 +99,36 @@ class JudgeConfig(Section):
             raise err.within(file=self.source_file or "") from None
         return aspects
 
+    def check_reward(self, overrides: dict | None = None, reward=None) -> None:
+        """What :class:`~judge_reward.reward.Reward` checks of the ``reward:`` section (with ``overrides``),
+        or of the ``reward`` config given, against the judge's aspects and method sections
+        (reward.aspects, reward.weights, the token guards' needs), without loading the model."""
+        from .reward import Reward, RewardConfig
+
+        try:
+            if reward is None:
+                reward = RewardConfig.from_dict({**(self.reward or {}), **(overrides or {})})
+            Reward(_Unloaded(self), reward)
+        except ConfigError as err:
+            raise err.within(file=self.source_file or "") from None
+
+
+class _Unloaded:
+    """What :class:`~judge_reward.reward.Reward` reads of a judge (aspects, config, method sections),
+    without a backend: its checks run before the model loads."""
+
+    def __init__(self, config: JudgeConfig):
+        self.config = config
+        self.aspect_set = load_aspects(config.aspects_file)
+        self.aspects = self.aspect_set.select(config.aspects)
+        self._methods: dict[str, Any] = {}
+
+    def method(self, name: str | None = None):
+        name = name or self.config.method
+        if name not in self._methods:
+            self._methods[name] = build_method(name, self.config)
+        return self._methods[name]
+
 
 def backend_section(spec: dict):
     """(backend class, its validated config) for a ``backend:`` mapping; nothing is loaded."""
@@ -94,8 +136,14 @@ def backend_section(spec: dict):
     kind = spec.pop("kind", "hf")
     if kind == "hf":
         from .backends.hf import HFBackend, HFBackendConfig
+        from .backends.loading import device_problem, model_spec_problem
 
-        return HFBackend, build_section(HFBackendConfig, spec, "backend")
+        config = build_section(HFBackendConfig, spec, "backend")
+        for name, check in (("model", model_spec_problem), ("device", device_problem)):
+            problem = check(getattr(config, name))
+            if problem:
+                raise ConfigError(problem, field=f"backend.{name}")
+        return HFBackend, config
     from .backends.openai_compat import OpenAIBackend, OpenAIBackendConfig
 
     return OpenAIBackend, build_section(OpenAIBackendConfig, spec, "backend")
@@ -125,6 +173,8 @@ class Judge:
 
     def __init__(self, config: JudgeConfig | None = None, backend: JudgeBackend | None = None):
         self.config = config or JudgeConfig()
+        if backend is None:
+            self.config.validate()  # every section (backend, methods, cache) before the model loads
         self.aspect_set: AspectSet = load_aspects(self.config.aspects_file)
         self.aspects: list[Aspect] = self.aspect_set.select(self.config.aspects)
         self.backend = backend if backend is not None else build_backend(self.config.backend)
@@ -137,13 +187,7 @@ class Judge:
 
     @classmethod
     def from_config(cls, path_or_config: str | Path | dict | JudgeConfig, backend: JudgeBackend | None = None) -> "Judge":
-        if isinstance(path_or_config, JudgeConfig):
-            config = path_or_config
-        elif isinstance(path_or_config, dict):
-            config = build_section(JudgeConfig, path_or_config, "judge config")
-        else:
-            config = JudgeConfig.from_yaml(path_or_config)
-        return cls(config, backend)
+        return cls(JudgeConfig.load(path_or_config), backend)
 
     @property
     def aspect_names(self) -> list[str]:

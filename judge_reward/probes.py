@@ -40,6 +40,7 @@ import numpy as np
 
 from .aspects import Aspect
 from .candidates import format_value
+from .data import read_data_text
 from .metaeval.datasets import DatasetError, _record, _text_field
 from .metaeval.significance import group_draws, percentile_interval
 from .methods.base import Item
@@ -387,10 +388,8 @@ def load_pairs(path: str | Path) -> list[Item]:
     bad one raises a :class:`~judge_reward.metaeval.datasets.DatasetError` naming ``FILE:LINE``
     and the field."""
     path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"{path}: no such file")
     pairs = []
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+    for lineno, line in enumerate(read_data_text(path, DatasetError).splitlines(), 1):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"

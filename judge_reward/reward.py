@@ -164,7 +164,10 @@ class Reward:
         known = aspect_set.aspects if aspect_set is not None else {a.name: a for a in judge.aspects}
         names = config.aspects or [a.name for a in judge.aspects]
         if aspect_set is not None:
-            self.aspects: list[Aspect] = [aspect_set.get(n) for n in names]  # its error names the aspect file's set
+            try:
+                self.aspects: list[Aspect] = [aspect_set.get(n) for n in names]  # its error names the aspect file's set
+            except ConfigError as err:
+                raise err.within("reward") from None
         else:
             unknown_aspects = [n for n in names if n not in known]
             if unknown_aspects:
@@ -214,9 +217,11 @@ class Reward:
     @classmethod
     def from_config(cls, path_or_config, backend=None, **overrides) -> "Reward":
         """Judge and reward from one judge config (its ``reward:`` section, with ``overrides``)."""
-        from .judge import Judge
+        from .judge import Judge, JudgeConfig
 
-        judge = Judge.from_config(path_or_config, backend=backend)
+        config = JudgeConfig.load(path_or_config)
+        config.check_reward(overrides)  # the reward's own checks, before the model loads
+        judge = Judge(config, backend)
         raw = dict(judge.config.reward or {})
         raw.update(overrides)
         return cls(judge, RewardConfig.from_dict(raw))

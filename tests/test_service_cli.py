@@ -103,9 +103,16 @@ def test_bad_configuration_fails_before_serving(judge_yaml, tmp_path):
     unknown = start(["--config", str(judge_yaml), "--aspects", "coherence,wit"], log)
     assert unknown.wait(120) == 2
     assert "unknown aspect 'wit'" in log.read_text()
+    absent = tmp_path / "absent.yaml"
+    absent.write_text("backend: {kind: hf, model: /no/such/model}\naspects: [coherence]\n")
+    assert start(["--config", str(absent)], log).wait(120) == 2  # no such model: a mistake, found before serving
+    assert "backend.model: '/no/such/model' is neither" in log.read_text()
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")  # looks like a model directory, but cannot load
     broken = tmp_path / "broken.yaml"
-    broken.write_text("backend: {kind: hf, model: /no/such/model}\naspects: [coherence]\n")
+    broken.write_text(f"backend: {{kind: hf, model: {model}}}\naspects: [coherence]\n")
     port = free_port()
     failing = start(["--config", str(broken), "--port", str(port)], log)
     assert failing.wait(120) == 1  # the model cannot load: the server stops instead of serving 503s
-    assert "/no/such/model" in log.read_text()
+    assert "judge failed to load" in log.read_text()

@@ -93,10 +93,18 @@ def label_pairs_command(
 ):
     """Label DPO preference pairs with the judge: chosen/rejected by judge score, with a margin."""
     from judge_reward import Judge
+    from judge_reward.judge import JudgeConfig
 
-    from .pairs import PairLabelConfig, generate_candidates, label_pairs
+    from .pairs import PairLabelConfig, check_row, generate_candidates, label_pairs
     from .reward import JudgeRewardConfig
 
+    if limit is not None and limit < 1:
+        raise UserError(f"--limit: expected a whole number >= 1, got {limit}")
+    if generate_model is not None:
+        if num_candidates < 2:
+            raise UserError(f"--num-candidates: a pair needs at least 2 candidates per prompt, got {num_candidates}")
+        if not (generate_model / "config.json").is_file():
+            raise UserError(f"--generate-model {generate_model}: not a local model directory with config.json")
     rows = _read_rows(input)[:limit]
     reward = JudgeRewardConfig(aspects=[a.strip() for a in aspects.split(",")] if aspects else None,
                                normalise=normalise, source_column=source_column)
@@ -105,7 +113,18 @@ def label_pairs_command(
         human_column=human_column, mode=mode, pairs=pairs, min_margin=min_margin, swap=swap,
         require_agreement=require_agreement, reward=reward,
     )
-    judge = Judge.from_config(config)
+    judge_config = JudgeConfig.from_yaml(config)
+    try:
+        for k, row in enumerate(rows):  # every row, before the model loads
+            if generate_model is None:
+                check_row(cfg, row, k)
+            elif not isinstance(row, dict) or prompt_column not in row:
+                raise ValueError(f"rows[{k}].{prompt_column}: required column is missing")
+    except (TypeError, ValueError) as err:
+        raise UserError(f"{input}: {err}") from None
+    if mode == "pointwise":
+        judge_config.check_reward(reward=reward.reward_config())
+    judge = Judge.from_config(judge_config)
     if generate_model is not None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -98,6 +98,37 @@ def _human_value(value: Any, where: str) -> float:
     raise ValueError(f"{where}: expected a number or a mapping of aspect -> number, got {value!r:.80}")
 
 
+def check_row(config: PairLabelConfig, row: Any, index: int) -> tuple[Any, list, str, str | None, list[float] | None]:
+    """One input row checked (a ValueError names ``rows[index]``, the column and the value):
+    ``(prompt, candidate texts, source, reference, human scores)``."""
+    c = config
+    where = f"rows[{index}]"
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: expected a mapping, got {type(row).__name__}")
+    if c.prompt_column not in row:
+        raise ValueError(f"{where}.{c.prompt_column}: required column is missing (columns: {sorted(row)})")
+    prompt = row[c.prompt_column]
+    candidates = row.get(c.completions_column)
+    if not isinstance(candidates, list):
+        raise ValueError(f"{where}.{c.completions_column}: expected a list of candidate completions, got {candidates!r:.80}")
+    source = row.get(c.source_column)
+    if source is None:
+        source = prompt_source(prompt, f"{where}.{c.prompt_column}")
+    if not isinstance(source, str):
+        raise ValueError(f"{where}.{c.source_column}: expected text, got {source!r:.80}")
+    reference = row.get(c.reference_column)
+    if reference is not None and not isinstance(reference, str):
+        raise ValueError(f"{where}.{c.reference_column}: expected text, got {reference!r:.80}")
+    human = None
+    if c.human_column is not None:
+        raw = row.get(c.human_column)
+        if not isinstance(raw, list) or len(raw) != len(candidates):
+            raise ValueError(f"{where}.{c.human_column}: expected one human score per candidate ({len(candidates)}), got {raw!r:.80}")
+        human = [_human_value(v, f"{where}.{c.human_column}[{k}]") for k, v in enumerate(raw)]
+    texts = [message_text(cand, f"{where}.{c.completions_column}[{k}]") for k, cand in enumerate(candidates)]
+    return prompt, texts, source, reference, human
+
+
 class PairLabeler:
     """Scores candidates with a judge and picks preference pairs (see :func:`label_pairs`)."""
 
@@ -122,32 +153,7 @@ class PairLabeler:
     # -- input checks ----------------------------------------------------------------------------
 
     def _row(self, row: dict, index: int) -> tuple[Any, list, str, str | None, list[float] | None]:
-        c = self.config
-        where = f"rows[{index}]"
-        if not isinstance(row, dict):
-            raise ValueError(f"{where}: expected a mapping, got {type(row).__name__}")
-        if c.prompt_column not in row:
-            raise ValueError(f"{where}.{c.prompt_column}: required column is missing (columns: {sorted(row)})")
-        prompt = row[c.prompt_column]
-        candidates = row.get(c.completions_column)
-        if not isinstance(candidates, list):
-            raise ValueError(f"{where}.{c.completions_column}: expected a list of candidate completions, got {candidates!r:.80}")
-        source = row.get(c.source_column)
-        if source is None:
-            source = prompt_source(prompt, f"{where}.{c.prompt_column}")
-        if not isinstance(source, str):
-            raise ValueError(f"{where}.{c.source_column}: expected text, got {source!r:.80}")
-        reference = row.get(c.reference_column)
-        if reference is not None and not isinstance(reference, str):
-            raise ValueError(f"{where}.{c.reference_column}: expected text, got {reference!r:.80}")
-        human = None
-        if c.human_column is not None:
-            raw = row.get(c.human_column)
-            if not isinstance(raw, list) or len(raw) != len(candidates):
-                raise ValueError(f"{where}.{c.human_column}: expected one human score per candidate ({len(candidates)}), got {raw!r:.80}")
-            human = [_human_value(v, f"{where}.{c.human_column}[{k}]") for k, v in enumerate(raw)]
-        texts = [message_text(cand, f"{where}.{c.completions_column}[{k}]") for k, cand in enumerate(candidates)]
-        return prompt, texts, source, reference, human
+        return check_row(self.config, row, index)
 
     # -- scoring ----------------------------------------------------------------------------------
 

@@ -55,9 +55,14 @@ class JudgeRewardConfig(RewardConfig):
     def from_judge(cls, judge: Judge, **overrides) -> "JudgeRewardConfig":
         """The judge config's own ``reward:`` section, with ``overrides`` on top (what a trainer built
         from a judge config is rewarded with: the same number ``judge-reward score`` prints)."""
+        return cls.from_judge_config(judge.config, **overrides)
+
+    @classmethod
+    def from_judge_config(cls, judge_config, **overrides) -> "JudgeRewardConfig":
+        """:meth:`from_judge` from the judge's config alone (before its model loads)."""
         from judge_reward.judge import build_section
 
-        raw = {**(judge.config.reward or {}), **{k: v for k, v in overrides.items() if v is not None}}
+        raw = {**(judge_config.reward or {}), **{k: v for k, v in overrides.items() if v is not None}}
         return build_section(cls, raw, "reward")
 
     def reward_config(self) -> RewardConfig:

@@ -37,7 +37,7 @@ from judge_reward.config import (
     read_yaml,
     resolve_config_path,
 )
-from judge_reward.data import DataNotFoundError, resolve_data_path
+from judge_reward.data import DataNotFoundError, read_data_text, resolve_data_path
 
 from .policy import PolicyConfig
 from .reward import JudgeRewardConfig
@@ -153,20 +153,37 @@ class TrainRunConfig(Section):
         raw["reward_fields"] = dict(raw["reward"]) if isinstance(raw.get("reward"), dict) else {}
         return build_section(cls, raw, "", file=where)
 
-    def reward_config(self, judge) -> JudgeRewardConfig:
-        """What the run is rewarded with (see :attr:`reward_fields`)."""
+    def reward_config(self, judge_config) -> JudgeRewardConfig:
+        """What the run is rewarded with (see :attr:`reward_fields`), given the judge's config."""
         if self.reward_fields is None:
             return self.reward
-        return JudgeRewardConfig.from_judge(judge, **self.reward_fields)
+        return JudgeRewardConfig.from_judge_config(judge_config, **self.reward_fields)
+
+
+def _read_data_text(path: Path, field: str) -> str:
+    return read_data_text(path, lambda message: ConfigError(f"{field}: {message}"))
+
+
+def _read_records(path: Path) -> list:
+    """SummEval's JSON list of records, with every mistake a ConfigError naming ``data.summeval`` and the file."""
+    try:
+        records = json.loads(_read_data_text(path, "data.summeval"))
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"data.summeval: {path}:{err.lineno}: not valid JSON ({err.msg} at column {err.colno})") from None
+    if not isinstance(records, list):
+        raise ConfigError(f"data.summeval: {path}: expected a JSON list of records, got {type(records).__name__}")
+    return records
 
 
 def load_prompts(data: DataConfig) -> list[dict]:
     """Dataset rows ``{prompt, source, reference}`` for the configured prompts."""
     rows = []
     if data.summeval:
-        records = json.loads(Path(data.summeval).read_text())
+        records = _read_records(Path(data.summeval))
         seen = set()
         for k, rec in enumerate(records):
+            if not isinstance(rec, dict):
+                raise ConfigError(f"data.summeval: {data.summeval}: record {k}: expected an object, got {rec!r:.60}")
             if rec.get("doc_id") in seen:
                 continue
             for key in ("doc_id", "source"):
@@ -180,7 +197,7 @@ def load_prompts(data: DataConfig) -> list[dict]:
             if len(rows) == data.num_prompts:
                 break
     else:
-        for n, line in enumerate(Path(data.jsonl).read_text().splitlines(), 1):
+        for n, line in enumerate(_read_data_text(Path(data.jsonl), "data.jsonl").splitlines(), 1):
             if not line.strip():
                 continue
             try:
@@ -227,42 +244,36 @@ def build_trainer(config: TrainRunConfig, judge=None, output_dir: str | None = N
     from datasets import Dataset
 
     from judge_reward import Judge
+    from judge_reward.judge import JudgeConfig
 
     from .policy import load_policy
     from .reward import JudgeReward
 
+    # Everything a mistake can be found in is read before the judge and the policy load.
     rows = load_prompts(config.data)
     if judge is None:
-        judge = Judge.from_config(config.judge)
-    reward_config = config.reward_config(judge)
+        judge_config = JudgeConfig.load(config.judge)
+        judge_config.check_reward(reward=config.reward_config(judge_config).reward_config())
+    output_dir = output_dir or config.training.get("output_dir") or f"reports/train/{config.trainer}"
+    training = {k: v for k, v in config.training.items() if k != "output_dir"}
+    if config.trainer == "grpo":
+        from trl import GRPOConfig as args_class, GRPOTrainer as trainer_class
+    elif config.trainer == "rloo":
+        from trl import RLOOConfig as args_class, RLOOTrainer as trainer_class
+    else:
+        from .online_dpo import JudgeOnlineDPOTrainer as trainer_class, OnlineDPOConfig as args_class
+    args = _trainer_args(args_class, training, output_dir, config.wandb.mode != "disabled")
+    if judge is None:
+        judge = Judge(judge_config)
+    reward_config = config.reward_config(judge.config)
     if config.per_aspect:
         rewards = JudgeReward.per_aspect(judge, reward_config)
     else:
         rewards = [JudgeReward(judge, reward_config)]
     texts = [r["source"] for r in rows] + [config.data.prompt_template]
     model, tokenizer = load_policy(config.policy, texts)
-    output_dir = output_dir or config.training.get("output_dir") or f"reports/train/{config.trainer}"
-    report_wandb = config.wandb.mode != "disabled"
-    dataset = Dataset.from_list(rows)
-    training = {k: v for k, v in config.training.items() if k != "output_dir"}
-    if config.trainer == "grpo":
-        from trl import GRPOConfig, GRPOTrainer
-
-        args = _trainer_args(GRPOConfig, training, output_dir, report_wandb)
-        trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=args, train_dataset=dataset,
-                              processing_class=tokenizer, callbacks=list(callbacks))
-    elif config.trainer == "rloo":
-        from trl import RLOOConfig, RLOOTrainer
-
-        args = _trainer_args(RLOOConfig, training, output_dir, report_wandb)
-        trainer = RLOOTrainer(model=model, reward_funcs=rewards, args=args, train_dataset=dataset,
-                              processing_class=tokenizer, callbacks=list(callbacks))
-    else:
-        from .online_dpo import JudgeOnlineDPOTrainer, OnlineDPOConfig
-
-        args = _trainer_args(OnlineDPOConfig, training, output_dir, report_wandb)
-        trainer = JudgeOnlineDPOTrainer(model=model, reward_funcs=rewards, args=args, train_dataset=dataset,
-                                        processing_class=tokenizer, callbacks=list(callbacks))
+    trainer = trainer_class(model=model, reward_funcs=rewards, args=args, train_dataset=Dataset.from_list(rows),
+                            processing_class=tokenizer, callbacks=list(callbacks))
     probe_cb = None
     if config.probe is not None:
         from judge_reward.metaeval.datasets import load_summeval

