@@ -30,9 +30,14 @@ def run(*args):
 def error(*args) -> str:
     result = run(*args)
     assert result.exit_code == 2, (result.exit_code, result.output)
-    lines = result.output.strip().splitlines()
-    assert 1 <= len(lines) <= 2 and lines[0].startswith("error: "), result.output
-    return result.output
+    lines = result.stderr.strip().splitlines()  # stdout may carry a library's notice (transformers' W&B line)
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    return result.stderr
+
+
+def write(path, text):
+    path.write_text(text)
+    return path
 
 
 @pytest.fixture
@@ -153,3 +158,206 @@ def test_bad_field_deep_in_a_config_file_names_file_path_and_value(good, tmp_pat
     backend.write_text("backend: {kind: hf, max_batch_rows: true}\n")
     out = error("score", good, "--config", backend)
     assert f"{backend}: backend.max_batch_rows: expected a positive integer, got True" in out
+
+
+# -- judge -------------------------------------------------------------------------------------------
+
+
+def test_backend_model_and_device_are_checked_before_loading(good, tmp_path):
+    out = error("score", good, "--model", tmp_path / "no-model")
+    assert "backend.model: " in out and f"'{tmp_path / 'no-model'}' is neither an embedded model" in out
+    assert "backend.model: unknown embedded model 'foo'" in error("score", good, "--model", "embedded:foo")
+    out = error("score", good, "--device", "tpu")
+    assert "backend.device: unknown device 'tpu'" in out
+    config = write(tmp_path / "judge.yaml", "backend: {kind: hf, device: tpu}\n")
+    assert f"{config}: backend.device: unknown device 'tpu'" in error("probe", "--data", good, "--config", config)
+
+
+def test_reward_section_is_checked_before_loading(good, tmp_path):
+    config = write(tmp_path / "judge.yaml", "reward:\n  weights: {coherense: 1}\n")
+    out = error("score", good, "--config", config)
+    assert f"{config}: reward.weights: aspect(s) ['coherense']" in out
+    config = write(tmp_path / "judge2.yaml", "reward:\n  aspects: [coherense]\n")
+    assert f"{config}: reward.aspects: unknown aspect 'coherense'" in error("probe", "--data", good, "--config", config)
+
+
+def test_a_judge_config_mapping_is_checked_before_loading():
+    from judge_reward import Judge
+    from judge_reward.config import ConfigError
+
+    for bad, message in (({"gptscore": {"directoin": "x"}}, "gptscore: unknown field(s) ['directoin']"),
+                         ({"method": "geval", "geval": {"mode": "exactt"}}, "geval.mode: unknown value 'exactt'"),
+                         ({"cache": {"pth": "x"}}, "cache: unknown field(s) ['pth']"),
+                         ({"backend": {"kind": "hf", "device": "tpu"}}, "backend.device: unknown device 'tpu'")):
+        with pytest.raises(ConfigError) as err:
+            Judge.from_config(bad)
+        assert message in str(err.value)
+    for bad in (5, None, ["default"]):
+        with pytest.raises(ConfigError, match="judge: expected a judge config"):
+            Judge.from_config(bad)
+
+
+# -- score -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [5, True, {"a": 1}])
+def test_score_source_and_reference_must_be_text(tmp_path, value):
+    path = tmp_path / "in.jsonl"
+    for key in ("source", "reference"):
+        write(path, json.dumps({"output": "A summary.", "source": "An article.", key: value}) + "\n")
+        assert f"{path}:1: field {key!r} must be text, got {value!r}" in error("score", path)
+    write(path, json.dumps({"output": "A summary.", "id": True}) + "\n")
+    assert f"{path}:1: field 'id' must be text, got True" in error("score", path)
+
+
+def test_score_output_that_is_a_folder(tmp_path):
+    path = write(tmp_path / "in.jsonl", json.dumps({"output": "A summary."}) + "\n")
+    assert f"--output {tmp_path}: is a folder, not a file" in error("score", path, "-o", tmp_path)
+    assert f"--out {tmp_path}: is a folder, not a file" in error("steps", "--out", tmp_path)
+
+
+# -- probe -------------------------------------------------------------------------------------------
+
+
+def test_probe_pairs_not_utf8(tmp_path):
+    path = tmp_path / "pairs.jsonl"
+    path.write_bytes(b'{"source": "s", "output": "caf\xe9"}\n')
+    assert f"{path}: not valid UTF-8 (byte 0xe9 at offset 30)" in error("probe", "--data", path)
+
+
+def test_probe_out_that_is_a_file(tmp_path):
+    pairs = write(tmp_path / "pairs.jsonl", json.dumps({"source": "An article.", "output": "A summary."}) + "\n")
+    assert f"--out {pairs}: is a file, not a folder" in error("probe", "--data", pairs, "--out", pairs)
+
+
+# -- meta-eval ---------------------------------------------------------------------------------------
+
+
+def test_meta_eval_data_mistakes_name_the_file(tmp_path):
+    assert f"{tmp_path}: is a folder, not a data file" in error(
+        "meta-eval", "--dataset", "summeval", "--data", tmp_path, "--baselines", "rouge")
+    for dataset, name in (("summeval", "s.json"), ("jsonl", "s.jsonl"), ("csv", "s.csv")):
+        path = tmp_path / name
+        path.write_bytes(b'[{"doc_id": "caf\xe9"}]\n')
+        out = error("meta-eval", "--dataset", dataset, "--data", path, "--baselines", "rouge")
+        assert f"{path}: not valid UTF-8 (byte 0xe9 at offset 16)" in out
+    empty = write(tmp_path / "empty.json", "[]")
+    assert f"{empty}: no records" in error("meta-eval", "--dataset", "summeval", "--data", empty, "--baselines", "rouge")
+    good = write(tmp_path / "good.json", "[]")
+    assert f"{tmp_path}: is a folder, not a data file" in error(
+        "meta-eval", "--dataset", "summeval", "--data", good, "--references", tmp_path, "--baselines", "rouge")
+
+
+def test_meta_eval_out_is_checked_before_the_work(tmp_path):
+    data = write(tmp_path / "s.json", "[]")  # the --out check comes first
+    assert f"--out {tmp_path}: is a folder, not a file" in error(
+        "meta-eval", "--dataset", "summeval", "--data", data, "--baselines", "rouge", "--out", tmp_path)
+    assert "the folder" in error("meta-eval", "--dataset", "summeval", "--data", data, "--baselines", "rouge",
+                                 "--out", tmp_path / "no" / "r.json")
+
+
+# -- train -------------------------------------------------------------------------------------------
+
+
+def _config(tmp_path, data):
+    return write(tmp_path / "run.yaml", f"trainer: grpo\ndata: {data}\n")
+
+
+def test_train_prompt_data_mistakes(tmp_path):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    out = error("train", "grpo", "--config", _config(tmp_path, f"{{summeval: {folder}}}"))
+    assert f"data.summeval: {folder}: is a folder, not a data file" in out
+    out = error("train", "grpo", "--config", _config(tmp_path, f"{{jsonl: {folder}}}"))
+    assert f"data.jsonl: {folder}: is a folder, not a data file" in out
+    bad = write(tmp_path / "bad.json", '[{"doc_id": ')
+    assert f"data.summeval: {bad}:1: not valid JSON" in error("train", "grpo", "--config", _config(tmp_path, f"{{summeval: {bad}}}"))
+    strings = write(tmp_path / "strings.json", '["x"]')
+    out = error("train", "grpo", "--config", _config(tmp_path, f"{{summeval: {strings}}}"))
+    assert f"data.summeval: {strings}: record 0: expected an object, got 'x'" in out
+    mapping = write(tmp_path / "mapping.json", '{"a": 1}')
+    out = error("train", "grpo", "--config", _config(tmp_path, f"{{summeval: {mapping}}}"))
+    assert "expected a JSON list of records, got dict" in out
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"prompt": "caf\xe9"}\n')
+    out = error("train", "grpo", "--config", _config(tmp_path, f"{{jsonl: {latin}}}"))
+    assert f"data.jsonl: {latin}: not valid UTF-8 (byte 0xe9 at offset 15)" in out
+
+
+def test_train_judge_that_is_neither_a_name_nor_a_mapping(tmp_path):
+    prompts = write(tmp_path / "p.jsonl", json.dumps({"prompt": "Summarise: x"}) + "\n")
+    config = write(tmp_path / "run.yaml", f"trainer: grpo\ndata: {{jsonl: {prompts}}}\njudge: 5\n")
+    assert "judge: expected a judge config" in error("train", "grpo", "--config", config)
+
+
+@pytest.fixture
+def no_policy(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the policy was loaded")
+
+    monkeypatch.setattr("trainers.policy.load_policy", refuse)
+
+
+def test_train_run_and_reward_mistakes_before_any_model_loads(tmp_path, no_policy):
+    prompts = write(tmp_path / "p.jsonl", json.dumps({"prompt": "Summarise: x"}) + "\n")
+    config = write(tmp_path / "run.yaml", f"trainer: grpo\ndata: {{jsonl: {prompts}}}\ntraining: {{max_stepz: 3}}\n")
+    assert "training: unknown field(s) ['max_stepz'] for GRPOConfig" in error("train", "grpo", "--config", config)
+    config = write(tmp_path / "run.yaml", f"trainer: grpo\ndata: {{jsonl: {prompts}}}\nreward: {{aspects: [coherense]}}\n")
+    assert "reward.aspects: unknown aspect 'coherense'" in error("train", "grpo", "--config", config)
+
+
+# -- label-pairs -------------------------------------------------------------------------------------
+
+
+def test_label_pairs_rows_and_options_before_loading(tmp_path):
+    out = tmp_path / "pairs.jsonl"
+    rows = write(tmp_path / "rows.jsonl", json.dumps({"prompt": "p", "source": "s"}) + "\n")
+    assert f"{rows}: rows[0].completions: expected a list of candidate completions, got None" in error(
+        "label-pairs", rows, "--out", out)
+    write(rows, "[1, 2]\n")
+    assert f"{rows}: rows[0]: expected a mapping, got list" in error("label-pairs", rows, "--out", out)
+    write(rows, json.dumps({"prompt": "p", "completions": ["a", "b"], "source": "s"}) + "\n")
+    assert "--limit: expected a whole number >= 1, got -1" in error("label-pairs", rows, "--out", out, "--limit", -1)
+    assert "--generate-model" in error("label-pairs", rows, "--out", out, "--generate-model", tmp_path / "none")
+    assert "unknown aspect 'coherense'" in error("label-pairs", rows, "--out", out, "--aspects", "coherense")
+
+
+# -- audit -------------------------------------------------------------------------------------------
+
+
+def test_audit_study_file_mistakes(tmp_path):
+    (tmp_path / "a" / "pairwise_evaluation_results.json").mkdir(parents=True)
+    out = error("audit", "--out", tmp_path / "o", "--data", tmp_path / "a")
+    assert f"{tmp_path / 'a' / 'pairwise_evaluation_results.json'}: is a folder, not a data file" in out
+    path = tmp_path / "b" / "pairwise_evaluation_results.json"
+    path.parent.mkdir()
+    path.write_bytes(b'[{"a": "caf\xe9"}]')
+    out = error("audit", "--out", tmp_path / "o", "--data", tmp_path / "b")
+    assert f"{path}: not valid UTF-8 (byte 0xe9 at offset 11)" in out
+
+
+def test_audit_judge_and_out_mistakes_before_the_data_and_the_model(tmp_path):
+    out = error("audit", "--out", tmp_path / "o", "--judge", tmp_path / "none.yaml")
+    assert f"no file '{tmp_path / 'none.yaml'}'" in out
+    assert "backend.device: unknown device 'tpu'" in error("audit", "--out", tmp_path / "o", "--device", "tpu")
+    assert "aspects: unknown aspect 'coherense'" in error("audit", "--out", tmp_path / "o", "--aspects", "coherense")
+    afile = write(tmp_path / "afile", "")
+    assert f"--out {afile}: is a file, not a folder" in error("audit", "--out", afile)
+    assert f"cache {tmp_path}: is a folder" in error("audit", "--out", tmp_path / "o", "--cache", tmp_path)
+
+
+# -- serve -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_server(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the server was started")
+
+    monkeypatch.setattr("judge_reward.service.server.serve", refuse)
+
+
+def test_serve_log_level_and_reward(tmp_path, no_server):
+    assert "--log-level: unknown value 'bogus'" in error("serve", "--log-level", "bogus")
+    config = write(tmp_path / "judge.yaml", "reward:\n  weights: {coherense: 1}\n")
+    assert f"{config}: reward.weights: aspect(s) ['coherense']" in error("serve", "--config", config)
