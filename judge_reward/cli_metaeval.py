@@ -164,6 +164,10 @@ def meta_eval(
         output=output_field, source=source_field, group=group_field, system=system_field,
         human=tuple(_split(human_fields)),
     )  # fmt: skip
+    if limit is not None and limit < 1:
+        raise UserError(f"--limit: expected a whole number >= 1, got {limit}")
+    if n_bootstrap < 0:
+        raise UserError(f"--bootstrap: expected a whole number >= 0, got {n_bootstrap}")
     if out is not None and (out.is_dir() or not out.parent.is_dir()):
         raise UserError(f"--out {out}: " + ("is a folder, not a file" if out.is_dir()
                                               else f"the folder {out.parent} does not exist"))

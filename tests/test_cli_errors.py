@@ -248,6 +248,14 @@ def test_meta_eval_data_mistakes_name_the_file(tmp_path):
         "meta-eval", "--dataset", "summeval", "--data", good, "--references", tmp_path, "--baselines", "rouge")
 
 
+def test_meta_eval_options_are_named_as_given(tmp_path):
+    data = write(tmp_path / "s.json", "[]")
+    assert "--bootstrap: expected a whole number >= 0, got -5" in error(
+        "meta-eval", "--dataset", "summeval", "--data", data, "--baselines", "rouge", "--bootstrap", -5)
+    assert "--limit: expected a whole number >= 1, got 0" in error(
+        "meta-eval", "--dataset", "summeval", "--data", data, "--baselines", "rouge", "--limit", 0)
+
+
 def test_meta_eval_out_is_checked_before_the_work(tmp_path):
     data = write(tmp_path / "s.json", "[]")  # the --out check comes first
     assert f"--out {tmp_path}: is a folder, not a file" in error(
@@ -359,5 +367,6 @@ def no_server(monkeypatch):
 
 def test_serve_log_level_and_reward(tmp_path, no_server):
     assert "--log-level: unknown value 'bogus'" in error("serve", "--log-level", "bogus")
+    assert "--max-body-mb: expected a positive number of MiB, got -1.0" in error("serve", "--max-body-mb", -1)
     config = write(tmp_path / "judge.yaml", "reward:\n  weights: {coherense: 1}\n")
     assert f"{config}: reward.weights: aspect(s) ['coherense']" in error("serve", "--config", config)

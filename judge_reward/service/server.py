@@ -172,6 +172,8 @@ def serve_command(
         cfg.backend["model"] = model
     cfg.validate()  # unknown aspects, methods and fields fail here, not after the model loads
     cfg.check_reward()  # and the reward /get_reward returns
+    if not max_body_mb > 0:
+        raise UserError(f"--max-body-mb: expected a positive number of MiB, got {max_body_mb}")
     if log_level.lower() not in LOG_LEVELS:
         raise UserError(f"--log-level: unknown value {log_level!r}; choose one of {', '.join(LOG_LEVELS)}")
     service = ServiceConfig(
