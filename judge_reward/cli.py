@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .aspects import load_aspects
-from .cli_errors import UserError, debug_option, read_json_lines, user_errors
+from .cli_errors import OneLineUsageErrors, UserError, debug_option, read_json_lines, user_errors
 from .config import ConfigError
 
 console = Console(stderr=True)
@@ -232,7 +232,8 @@ def new_app() -> typer.Typer:
     from .cli_probe import probe_command
     from .service.server import serve_command
 
-    new = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-as-judge metrics as RLHF rewards.")
+    new = typer.Typer(cls=OneLineUsageErrors, add_completion=False, no_args_is_help=True,
+                      help="LLM-as-judge metrics as RLHF rewards.")
     new.callback()(debug_option)
     new.command("score")(score)
     new.command("steps")(steps)

@@ -15,6 +15,9 @@ import json
 import sys
 
 import typer
+from typer._click.exceptions import ClickException, NoArgsIsHelpError
+from typer.exceptions import Abort
+from typer.core import TyperGroup
 
 from .aspects import ConfigError
 
@@ -57,6 +60,30 @@ def user_errors(command):
             fail(err)
 
     return run
+
+
+class OneLineUsageErrors(TyperGroup):
+    """The app's command group: a usage mistake Typer catches itself (an option value of the wrong
+    type, an unknown option, a missing argument) is one line on stderr too, ``error: ...``, exit 2,
+    instead of Typer's boxed usage panel; a bare command still shows its help."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode: bool = True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            # not standalone: Typer returns an Exit's code and raises click's exceptions to us
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except NoArgsIsHelpError as err:
+            err.show()
+            sys.exit(err.exit_code)
+        except ClickException as err:
+            command = f"{err.ctx.command_path} --help" if getattr(err, "ctx", None) is not None else "--help"
+            typer.echo(f"error: {err.format_message().rstrip('.')} (see {command})", err=True)
+            sys.exit(err.exit_code)
+        except Abort:
+            typer.echo("Aborted.", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
 
 
 def read_text_lines(path, what: str = "input"):

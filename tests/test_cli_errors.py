@@ -370,3 +370,11 @@ def test_serve_log_level_and_reward(tmp_path, no_server):
     assert "--max-body-mb: expected a positive number of MiB, got -1.0" in error("serve", "--max-body-mb", -1)
     config = write(tmp_path / "judge.yaml", "reward:\n  weights: {coherense: 1}\n")
     assert f"{config}: reward.weights: aspect(s) ['coherense']" in error("serve", "--config", config)
+
+
+def test_typers_own_usage_errors_are_one_line_too(good):
+    assert "Invalid value for '--batch-size'" in error("score", good, "--batch-size", "abc")
+    assert "No such option: --bogus (see " in error("score", good, "--bogus")  # the program name: judge-reward
+    assert "Missing argument 'input'" in error("score")
+    assert "No such command 'nosuch'" in error("nosuch")
+    assert "Usage: " in run().output  # a bare command still shows its help
