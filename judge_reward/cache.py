@@ -50,6 +50,16 @@ class JudgmentCache:
             self._db.execute("CREATE TABLE IF NOT EXISTS judgments (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             self._db.commit()
 
+    def __getstate__(self) -> dict:  # picklable: the lock and the sqlite connection are made afresh
+        state = self.__dict__.copy()
+        del state["_lock"], state["_db"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.config.path, check_same_thread=False) if self.config.path else None
+
     def get(self, key: str) -> Score | None:
         with self._lock:
             hit = self._memory.get(key)

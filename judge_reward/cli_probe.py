@@ -68,6 +68,10 @@ def probe_command(
     if wandb:
         report.log_wandb(figure=paths.get("figure"))
         typer.echo("logged to W&B", err=True)
+    unmeasured = report.unmeasured()
+    if unmeasured:
+        typer.echo(f"FAIL: {unmeasured}", err=True)
+        raise typer.Exit(1)
     failed = report.failed(max_win_rate)
     if failed:
         rates = ", ".join(f"{f} {report.families[f].win_rate:.2f}" for f in failed)

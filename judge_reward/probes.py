@@ -687,6 +687,14 @@ class ProbeReport:
         """Families whose win rate is above ``max_win_rate``."""
         return [f for f, r in self.families.items() if r.win_rate is not None and r.win_rate > max_win_rate]
 
+    def unmeasured(self) -> str | None:
+        """Why no family has a win rate (the reward gave the real outputs no reward), or None. A gate
+        that measured nothing has not passed."""
+        if any(r.win_rate is not None for r in self.families.values()):
+            return None
+        reasons = ", ".join(f"{why} ({n})" for why, n in self.meta.get("excluded_reasons", {}).items())
+        return f"no family could be measured: the reward returned None for {reasons or 'every probe text'}"
+
     @property
     def n_items(self) -> int:
         return sum(it.value is not None for it in self.items)

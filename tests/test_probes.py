@@ -338,6 +338,16 @@ def test_cli_gate_with_a_known_reward(tmp_path, monkeypatch, offline_wandb):
     assert limited.exit_code == 0 and json.loads((tmp_path / "c" / "probes.json").read_text())["meta"]["n_pairs"] == 2
 
 
+def test_cli_fails_when_no_family_could_be_measured(tmp_path, monkeypatch):
+    """A reward that fails on every real output measures nothing: that is no pass."""
+    monkeypatch.setattr(Reward, "from_config", classmethod(lambda cls, *a, **k: WordCount(fail=lambda text: True)))
+    data = _write_pairs(tmp_path / "pairs.jsonl", _rows())
+    result = CliRunner().invoke(app, ["probe", "--data", str(data), "--out", str(tmp_path / "a"), "--n-boot", "0",
+                                      "--families", "truncation"])
+    assert result.exit_code == 1, result.output
+    assert "FAIL: no family could be measured: the reward returned None for stand-in failure" in result.output
+
+
 def test_cli_with_a_tiny_judge_writes_every_file_and_gates(tmp_path, one_torch_thread):
     reward = {"aspects": ["coherence", "fluency"], "normalise": "unit",
               "guards": {"injection": True, "repetition": True, "length": True}}
@@ -436,6 +446,28 @@ def test_probe_callback_gates_a_grpo_run(tmp_path, one_torch_thread, offline_wan
         ProbeCallback(reward, pairs, families=["nope"])
     with pytest.raises(TypeError, match="expected a JudgeReward"):
         ProbeCallback(object(), pairs)
+
+
+def test_probe_callback_does_not_pass_a_reward_it_could_not_measure():
+    """A judge that fails on every real output leaves every family without a win rate: that is no
+    evidence the reward is safe, so the gate stops the run (and only warns with stop_on_fail=False)."""
+    from tiny_models import make_backend
+    from transformers import TrainerControl, TrainerState
+
+    from trainers import JudgeReward, JudgeRewardConfig, ProbeCallback, ProbeGateError
+    from trainers.testing import FaultyBackend
+
+    broken = Judge(JudgeConfig(aspects_file="summeval", aspects=["coherence"], cache={"memory": False}),
+                   backend=FaultyBackend(make_backend("char"), lambda k, text: True))
+    reward = JudgeReward(broken, JudgeRewardConfig(normalise="none"))
+    pairs = [Item(p.output, " ".join(p.source.split()[:20])) for p in PAIRS[:2]]
+    gate = ProbeCallback(reward, pairs, max_win_rate=0.1, n_boot=0, families=["truncation", "master_key"])
+    with pytest.raises(ProbeGateError, match=r"no family could be measured: the reward returned None for "
+                                             r"injected fault: server error \(2\)"):
+        gate.on_train_begin(None, TrainerState(), TrainerControl())
+    assert all(r.win_rate is None for r in gate.report.families.values())
+    lenient = ProbeCallback(reward, pairs, max_win_rate=0.1, n_boot=0, families=["truncation"], stop_on_fail=False)
+    lenient.on_train_begin(None, TrainerState(), TrainerControl())  # warns, trains anyway
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ tests read back the files it writes.
 import asyncio
 import json
 import math
+import pickle
 import time
 
 import pandas as pd
@@ -184,6 +185,20 @@ def test_failures_become_none_and_are_counted_through_log_metric():
     assert extra["coherence (gptscore)"][1] is None
 
 
+def test_a_row_the_judge_failed_on_is_none_from_every_per_aspect_function_the_guards_included():
+    """With a guard on, per_aspect adds judge_guards; a row whose every aspect failed must be None
+    there too, or TRL (nansum) would train on it with reward -penalty (0.0 when no guard charged)."""
+    judge = tiny_judge(aspects=("coherence", "fluency"), fails=lambda k, text: "FAIL" in text)
+    funcs = JudgeReward.per_aspect(judge, JudgeRewardConfig(normalise="unit", guards={"ending": True}))
+    assert [f.__name__ for f in funcs] == ["judge_coherence", "judge_fluency", "judge_guards"]
+    kwargs = dict(prompts=["p"] * 3, completions=["A fine summary.", "FAIL all of it.", "FAIL no ending"], source=[SOURCES[0]] * 3)
+    coherence, fluency, guards = (f(**kwargs) for f in funcs)
+    assert coherence[0] is not None and fluency[0] is not None and guards[0] == 0.0
+    assert coherence[1:] == fluency[1:] == [None, None]
+    assert guards[1:] == [None, None]  # was [-0.0, -1.0]: a finite reward for a row nobody judged
+    assert funcs[2].failures == {"coherence: injected fault: server error": 2}
+
+
 def test_grpo_groups_share_their_prompt_prefix_in_one_judge_call(monkeypatch):
     judge = tiny_judge()
     backend = judge.backend
@@ -223,6 +238,36 @@ def test_per_aspect_functions_share_one_judge_call():
     assert b == pytest.approx([d["fluency"].value for d in direct])
     with pytest.raises(ConfigError, match="reward.weights: per-aspect rewards are weighted by TRL's reward_weights"):
         JudgeReward.per_aspect(judge, JudgeRewardConfig(weights={"coherence": 1}))
+
+
+def test_reward_functions_are_picklable_and_work_after_unpickling(tmp_path):
+    """Reward classes are picklable (multiprocessing, deep copies, checkpointing a trainer's pieces):
+    the locks, sqlite connection and HTTP clients inside are made afresh by the copy."""
+    from judge_reward.testing.fake_openai import FakeOpenAIServer, FakeServerConfig
+
+    config = JudgeConfig(aspects_file="summeval", aspects=["coherence", "fluency"], method="gptscore",
+                         cache={"memory": True, "path": str(tmp_path / "cache.sqlite")})
+    judge = Judge(config, backend=make_backend("char"))
+    kwargs = dict(prompts=["p", "p"], completions=["one text", "another text"], source=SOURCES)
+    single = JudgeReward(judge, JudgeRewardConfig(normalise="none"))
+    want = single(**kwargs)
+    copy = pickle.loads(pickle.dumps(single))
+    assert copy(**kwargs) == pytest.approx(want) and copy.__name__ == "judge"
+    funcs = pickle.loads(pickle.dumps(JudgeReward.per_aspect(judge, JudgeRewardConfig(normalise="none"))))
+    assert funcs[0].scorer is funcs[1].scorer  # the copies still share one judge call per batch
+    calls = funcs[0].judge.calls
+    assert funcs[0](**kwargs) is not None and funcs[1](**kwargs) is not None
+    assert funcs[0].judge.calls == calls + 1
+    assert asyncio.run(pickle.loads(pickle.dumps(AsyncJudgeReward(judge, JudgeRewardConfig(normalise="none"))))(**kwargs)) \
+        == pytest.approx(want)
+    with FakeOpenAIServer(FakeServerConfig()) as server:
+        api = Judge(JudgeConfig(aspects_file="summeval", aspects=["coherence"], method="gptscore",
+                                backend={"kind": "openai", "base_url": server.base_url, "api_key": "x",
+                                         "model": "fake-model", "max_retries": 0}))
+        reward = AsyncJudgeReward(api)
+        first = asyncio.run(reward(prompts=["p"], completions=["a fine summary"], source=[SOURCES[0]]))
+        again = asyncio.run(pickle.loads(pickle.dumps(reward))(prompts=["p"], completions=["a fine summary"], source=[SOURCES[0]]))
+        assert first[0] is not None and again == pytest.approx(first)
 
 
 # -- GRPO -------------------------------------------------------------------------------------------
@@ -300,6 +345,35 @@ def test_grpo_with_the_correlation_probe_callback(tmp_path, wandb_offline, sampl
     assert sum("loss" in r for r in trainer.state.log_history) == 2
     history = read_history(finish_run())
     assert any("train/metaeval/coherence/kendall" in row for row in history), sorted({k for r in history for k in r})
+
+
+def test_the_correlation_callback_leaves_grpo_metrics_in_the_trainers_own_rows(tmp_path, sample_data):
+    """GRPO averages its reward/judge metrics over logging_steps and logs them with the loss; a probe
+    firing in between must not flush them into its own row."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    from judge_reward.metaeval import load_summeval
+    from trainers.callbacks import CorrelationCallback, CorrelationCallbackConfig
+
+    model, tok = policy_and_tokenizer()
+    judge = tiny_judge()
+    probe = load_summeval(sample_data / "summeval" / "summeval.json").first_groups(1)
+    for r in probe.records:
+        object.__setattr__(r, "item", Item(r.item.output[:100], r.item.source[:150], r.item.reference, r.item.id))
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "grpo"), per_device_train_batch_size=4, num_generations=4, max_completion_length=6,
+        max_steps=2, logging_steps=2, use_cpu=True, bf16=False, report_to=[], save_strategy="no",
+    )
+    trainer = GRPOTrainer(model=model, reward_funcs=JudgeReward(judge), args=args, train_dataset=dataset(4),
+                          processing_class=tok)
+    CorrelationCallback(judge, probe, CorrelationCallbackConfig(every_n_steps=1, at_train_begin=False,
+                                                                aspects=("coherence",))).attach(trainer)
+    trainer.train()
+    [own] = [r for r in trainer.state.log_history if "loss" in r]
+    probes = [r for r in trainer.state.log_history if "metaeval/coherence/spearman" in r]
+    assert [r["step"] for r in probes] == [1, 2]
+    assert not any("reward" in r or "judge/latency_s" in r for r in probes)
+    assert own["step"] == 2 and "rewards/judge_coherence/mean" in own and "judge/latency_s" in own
 
 
 # -- RLOO -------------------------------------------------------------------------------------------

@@ -30,12 +30,14 @@ log = logging.getLogger(__name__)
 class ProbeGateError(RuntimeError):
     """A probe family's win rate is above the gate; raised before training starts."""
 
-    def __init__(self, failed: list[str], report: ProbeReport, max_win_rate: float):
+    def __init__(self, failed: list[str], report: ProbeReport, max_win_rate: float, message: str | None = None):
         self.failed = failed
         self.report = report
-        rates = ", ".join(f"{f} {report.families[f].win_rate:.2f}" for f in failed)
-        super().__init__(f"reward-hacking probes: win rate above {max_win_rate:g} for {rates}; "
-                         f"not training against this reward (see the probe table above)")
+        if message is None:
+            rates = ", ".join(f"{f} {report.families[f].win_rate:.2f}" for f in failed)
+            message = (f"reward-hacking probes: win rate above {max_win_rate:g} for {rates}; "
+                       f"not training against this reward (see the probe table above)")
+        super().__init__(message)
 
 
 def _reward_of(reward) -> Reward:
@@ -108,6 +110,13 @@ class ProbeCallback(TrainerCallback):
         # Every process scores the probes (they are deterministic), so all of them stop together
         # instead of the others waiting forever for a main process that raised.
         report = self.run(main_process=state.is_world_process_zero)
+        unmeasured = report.unmeasured()  # a judge that fails on every probe is not a gate passed
+        if unmeasured:
+            unmeasured = f"reward-hacking probes: {unmeasured}; not training against a reward the probes could not check"
+        if unmeasured and self.stop_on_fail:
+            raise ProbeGateError(sorted(report.families), report, self.max_win_rate, unmeasured)
+        if unmeasured and state.is_world_process_zero:
+            log.warning("%s (stop_on_fail=False: training anyway)", unmeasured)
         failed = report.failed(self.max_win_rate)
         if failed and self.stop_on_fail:
             raise ProbeGateError(failed, report, self.max_win_rate)

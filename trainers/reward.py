@@ -86,6 +86,16 @@ class BatchScorer:
         self._last: tuple[tuple, list[RewardResult]] | None = None
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict:  # picklable: a lock cannot be, and the last batch is only a cache
+        state = self.__dict__.copy()
+        del state["_lock"]
+        state["_last"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @property
     def method(self) -> str:
         return self.reward.method_name
@@ -142,6 +152,15 @@ class JudgeReward:
         self._pending: dict[str, list[float]] = defaultdict(list)
         self._pending_lock = threading.Lock()
 
+    def __getstate__(self) -> dict:  # reward functions are picklable (a lock is not); pickle the
+        state = self.__dict__.copy()  # per-aspect list as one object so its functions keep one scorer
+        del state["_pending_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._pending_lock = threading.Lock()
+
     @classmethod
     def per_aspect(cls, judge: Judge, config: JudgeRewardConfig | None = None) -> list["JudgeReward"]:
         """One reward function per aspect (and one for the guards, when any is on), sharing one
@@ -171,8 +190,11 @@ class JudgeReward:
         if self.part is None:
             return result.value, result.reason
         if self.part == GUARDS_PART:
-            if not result.scores and result.reason:  # nothing reached the judge
-                return None, result.reason
+            # No aspect scored (the judge failed on every one, or nothing reached it): None, so that
+            # TRL sees every function fail and leaves the row out; a guard term alone would make it a
+            # finite reward (0 when no guard charged) inside the group baseline.
+            if not any(k.startswith("aspect/") for k in result.components):
+                return None, result.reason or "no aspect was scored"
             return -sum(v for k, v in result.components.items() if k.startswith("guard/")), None
         got = result.components.get(f"aspect/{self.part}")
         if got is None:

@@ -215,6 +215,15 @@ class HFBackend:
 
     # -- loading -----------------------------------------------------------------------------
 
+    def __getstate__(self) -> dict:  # picklable (a judge inside a reward function): the lock is made afresh
+        state = self.__dict__.copy()
+        del state["_head_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._head_lock = threading.Lock()
+
     def _load(self):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -146,6 +146,23 @@ def _server_message(err: openai.APIStatusError) -> str:
 class _Transport:
     """The HTTP side of the backend; the backend's ``__init__`` sets the attributes used here."""
 
+    # Picklable (a judge inside a reward function): the clients, the event loop and its thread and the
+    # locks are not; a copy makes its own on first use, as a new backend does.
+    _UNPICKLED = ("client", "_aclient", "_loop", "_thread", "_sem", "_limiter", "_probe_lock", "_stats_lock", "_loop_lock")
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        for name in self._UNPICKLED:
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.client = openai.OpenAI(**self._client_kwargs)
+        self._aclient = self._loop = self._thread = self._sem = self._limiter = self._probe_lock = None
+        self._stats_lock = threading.Lock()
+        self._loop_lock = threading.Lock()
+
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._loop_lock:
             if self._loop is None:

@@ -121,7 +121,13 @@ class CorrelationCallback(TrainerCallback):
         self._require_trainer()
         logs = self.measure()
         self.history.append((state.global_step, logs))
-        self.trainer.log(dict(logs))
+        from transformers import Trainer
+
+        # The base-class log (log_history and every integration's on_log, W&B included), not an
+        # override such as GRPOTrainer.log / RLOOTrainer.log, which would flush the trainer's own
+        # per-step buffers (reward, rewards/*, judge/*, completions) into this row and out of its own.
+        log = Trainer.log.__get__(self.trainer) if isinstance(self.trainer, Trainer) else self.trainer.log
+        log(dict(logs))
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._require_trainer()  # fail before training, not at step N
