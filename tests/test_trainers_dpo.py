@@ -78,6 +78,12 @@ def test_pointwise_labels_pick_best_and_worst_with_a_margin():
     # "all": every pair whose gap passes, the better candidate first
     data3, _ = label_pairs(clean, rows[:1], PairLabelConfig(pairs="all", reward=JudgeRewardConfig(normalise="none")), progress=False)
     assert len(data3) == 6 and all(m > 0 for m in data3["margin"])
+    # a row with one scorable candidate yields no pair, counted, in both modes
+    lone = [{"prompt": "p", "source": ARTICLE, "completions": ["The council approved the budget.", "FAIL here"]}]
+    for pairs in ("best_worst", "all"):
+        data4, labeler4 = label_pairs(judge, lone, PairLabelConfig(pairs=pairs, reward=JudgeRewardConfig(normalise="none")),
+                                      progress=False)
+        assert len(data4) == 0 and labeler4.summary()["rows_too_few_scored"] == 1, pairs
 
 
 def test_conversational_prompts_give_assistant_turns_and_bad_rows_are_named():

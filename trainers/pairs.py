@@ -230,6 +230,9 @@ class PairLabeler:
         margin_ok = lambda m: m is not None and m > 0 and m >= self.config.min_margin  # noqa: E731
         if self.config.pairs == "all":
             out = []
+            if sum(any(m is not None for m in row) for row in P) < 2:
+                self.stats["rows_too_few_scored"] += 1
+                return out
             for i, j in itertools.combinations(range(k), 2):
                 m = P[i][j]
                 if m is None:
