@@ -60,12 +60,15 @@ def test_prompts_come_from_summeval_articles(sample_data):
     assert rows[0]["source"] in rows[0]["prompt"] and rows[0]["reference"] == records[0]["reference"]
 
 
-@pytest.mark.parametrize("trainer", ["grpo", "online_dpo"])
+@pytest.mark.parametrize("trainer", ["grpo", "rloo", "online_dpo"])
 def test_run_training_end_to_end_with_the_tiny_judge(trainer, sample_data, tmp_path, monkeypatch):
+    """Each shipped run config trains, with its own judge config (reward section and guards
+    included, so per-aspect functions and reward_weights match) on a tiny model."""
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_SILENT", "true")
     raw = small(CONFIG_DIR / "train" / f"{trainer}_summarize.yaml", sample_data, tmp_path)
-    summary = run_training(TrainRunConfig.from_dict(raw), judge=tiny_judge())
+    judge = Judge(JudgeConfig.load(raw["judge"]), backend=make_backend("char"))
+    summary = run_training(TrainRunConfig.from_dict(raw), judge=judge)
     import wandb
 
     wandb.teardown()

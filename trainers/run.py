@@ -270,6 +270,10 @@ def build_trainer(config: TrainRunConfig, judge=None, output_dir: str | None = N
         rewards = JudgeReward.per_aspect(judge, reward_config)
     else:
         rewards = [JudgeReward(judge, reward_config)]
+    weights = getattr(args, "reward_weights", None)
+    if weights is not None and len(weights) != len(rewards):
+        raise ConfigError(f"training.reward_weights: {len(weights)} weights for {len(rewards)} reward functions "
+                          f"({', '.join(r.__name__ for r in rewards)})")
     texts = [r["source"] for r in rows] + [config.data.prompt_template]
     model, tokenizer = load_policy(config.policy, texts)
     trainer = trainer_class(model=model, reward_funcs=rewards, args=args, train_dataset=Dataset.from_list(rows),
