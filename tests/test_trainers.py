@@ -197,6 +197,9 @@ def test_a_row_the_judge_failed_on_is_none_from_every_per_aspect_function_the_gu
     assert coherence[1:] == fluency[1:] == [None, None]
     assert guards[1:] == [None, None]  # was [-0.0, -1.0]: a finite reward for a row nobody judged
     assert funcs[2].failures == {"coherence: injected fault: server error": 2}
+    logged = {}  # the guards function logs what each guard charged, though it reuses the batch
+    funcs[2](**kwargs, log_metric=lambda key, value: logged.setdefault(key, value))
+    assert logged["judge/guard/ending/penalty"] == pytest.approx(1 / 3) and logged["judge/guard/ending/rate"] == pytest.approx(1 / 3)
 
 
 def test_grpo_groups_share_their_prompt_prefix_in_one_judge_call(monkeypatch):

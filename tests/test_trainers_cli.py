@@ -29,6 +29,11 @@ def tiny_judge(*_args, **_kwargs):
                  backend=make_backend("char"))
 
 
+def config_on_a_tiny_model(cls, config, *_args, **_kwargs):
+    """The judge the command's config describes (its reward section included), on a tiny model."""
+    return Judge(JudgeConfig.load(config), backend=make_backend("char"))
+
+
 @pytest.fixture(autouse=True)
 def data_folder(sample_data, monkeypatch):
     """The shipped configs name summeval/summeval.json under the data folder: the test sample here."""
@@ -112,7 +117,7 @@ def test_train_command_rejects_a_config_for_another_trainer():
 
 
 def test_label_pairs_command_writes_a_dpo_dataset(tmp_path, monkeypatch):
-    monkeypatch.setattr(Judge, "from_config", classmethod(lambda cls, *a, **k: tiny_judge()))
+    monkeypatch.setattr(Judge, "from_config", classmethod(config_on_a_tiny_model))
     rows = [
         {"prompt": "Summarize: the council met.", "source": "The council met and approved the budget.",
          "completions": ["The council approved the budget.", "Budget.", "Cats."], "human": [5, 2, 1]},
@@ -158,7 +163,7 @@ def test_label_pairs_can_sample_the_candidates_from_a_policy(tmp_path, monkeypat
 
     from trainers.policy import tiny_policy
 
-    monkeypatch.setattr(Judge, "from_config", classmethod(lambda cls, *a, **k: tiny_judge()))
+    monkeypatch.setattr(Judge, "from_config", classmethod(config_on_a_tiny_model))
     tok = make_tokenizer("bpe")
     tiny_policy(tok, hidden_size=32).save_pretrained(tmp_path / "policy")
     tok.save_pretrained(tmp_path / "policy")

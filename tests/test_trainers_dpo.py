@@ -86,6 +86,19 @@ def test_pointwise_labels_pick_best_and_worst_with_a_margin():
         assert len(data4) == 0 and labeler4.summary()["rows_too_few_scored"] == 1, pairs
 
 
+def test_pointwise_pairs_use_the_judge_configs_reward_with_its_guards():
+    """By default a candidate's reward is the one a trainer built from the judge config gets, guards
+    included: a pair must not prefer what that reward would penalise."""
+    judge = tiny_judge()
+    judge.config.reward = {"normalise": "none", "guards": {"length": {"enabled": True, "min_words": 4, "weight": 100.0}}}
+    rows = [{"prompt": "p", "source": ARTICLE, "completions": ["Budget.", "The council approved the new budget."]}]
+    data, labeler = label_pairs(judge, rows, PairLabelConfig(), progress=False)
+    assert labeler.reward.reward.guards.length.enabled
+    assert (data[0]["chosen_index"], data[0]["rejected_index"]) == (1, 0) and data[0]["margin"] > 50
+    plain, _ = label_pairs(judge, rows, PairLabelConfig(reward=JudgeRewardConfig(normalise="none")), progress=False)
+    assert plain[0]["margin"] < 50  # an explicit reward config replaces the section
+
+
 def test_conversational_prompts_give_assistant_turns_and_bad_rows_are_named():
     judge = tiny_judge()
     rows = [{"prompt": [{"role": "user", "content": ARTICLE}], "completions": ["Budget approved.", "Cats."]}]

@@ -80,8 +80,9 @@ def label_pairs_command(
     min_margin: float = typer.Option(0.0, "--min-margin", help="smallest reward (pointwise) or preference (pairwise) gap"),
     swap: bool = typer.Option(True, "--swap/--no-swap", help="pairwise: judge both orders (position debiasing)"),
     require_agreement: bool = typer.Option(True, "--require-agreement/--allow-disagreement", help="pairwise: drop pairs whose two orders disagree"),
-    aspects: Optional[str] = typer.Option(None, help="comma-separated aspects (pointwise; default: the judge config's)"),
-    normalise: str = typer.Option("unit", help="pointwise reward scale: none, unit or scale"),
+    aspects: Optional[str] = typer.Option(None, help="comma-separated aspects (pointwise; default: the judge config's reward section)"),
+    normalise: Optional[str] = typer.Option(
+        None, help="pointwise reward scale: none, unit or scale (default: the judge config's reward section)"),
     prompt_column: str = typer.Option("prompt", "--prompt-column"),
     completions_column: str = typer.Option("completions", "--completions-column"),
     source_column: str = typer.Option("source", "--source-column"),
@@ -106,14 +107,16 @@ def label_pairs_command(
         if not (generate_model / "config.json").is_file():
             raise UserError(f"--generate-model {generate_model}: not a local model directory with config.json")
     rows = _read_rows(input)[:limit]
-    reward = JudgeRewardConfig(aspects=[a.strip() for a in aspects.split(",")] if aspects else None,
-                               normalise=normalise, source_column=source_column)
+    judge_config = JudgeConfig.from_yaml(config)
+    # pointwise: the judge config's reward (guards included), what a trainer built from it gets
+    reward = JudgeRewardConfig.from_judge_config(
+        judge_config, aspects=[a.strip() for a in aspects.split(",")] if aspects else None,
+        normalise=normalise, source_column=source_column)
     cfg = PairLabelConfig(
         prompt_column=prompt_column, completions_column=completions_column, source_column=source_column,
         human_column=human_column, mode=mode, pairs=pairs, min_margin=min_margin, swap=swap,
         require_agreement=require_agreement, reward=reward,
     )
-    judge_config = JudgeConfig.from_yaml(config)
     try:
         for k, row in enumerate(rows):  # every row, before the model loads
             if generate_model is None:

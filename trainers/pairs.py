@@ -7,8 +7,8 @@ format as the prompt (text, or chat messages with the completions as assistant t
 
 Two ways to judge:
 
-* ``pointwise``: every candidate gets a reward (:class:`~trainers.reward.JudgeReward`: aspects,
-  weights, normalisation); chosen is the best, rejected the worst, if they differ by at least
+* ``pointwise``: every candidate gets a reward (:class:`~trainers.reward.JudgeReward`, by default
+  the judge config's own reward with its guards); chosen is the best, rejected the worst, if they differ by at least
   ``min_margin`` (in reward units).
 * ``pairwise``: a judge aspect that rates two candidates shown together (``1`` = the first is much
   better ... ``high`` = the second is much better; see ``judge_reward/configs/train/pairwise_aspects.yaml``).
@@ -68,8 +68,10 @@ class PairLabelConfig(Section):
     """Pairwise: the aspect (in the judge's aspect file) that rates two candidates shown together."""
     first_label: str = "Summary A"
     second_label: str = "Summary B"
-    reward: JudgeRewardConfig = field(default_factory=JudgeRewardConfig)
-    """Pointwise: how candidate scores become rewards (aspects, weights, normalisation)."""
+    reward: Optional[JudgeRewardConfig] = None
+    """Pointwise: how candidate scores become rewards (aspects, weights, normalisation, guards);
+    ``None``: the judge config's own ``reward:`` section, the reward a trainer built from that
+    config gets (so the pairs prefer what the same reward would)."""
     chunk_rows: PositiveInt = 8
     """Rows per judge call (a row's candidates share their source, so the judge shares its prefix)."""
 
@@ -140,9 +142,9 @@ class PairLabeler:
         self._margins: list[float] = []
         self._drained = False
         if self.config.mode == "pointwise":
-            self.reward = JudgeReward(judge, self.config.reward)
+            self.reward = JudgeReward(judge, self.config.reward)  # None: the judge config's reward
         else:
-            method = self.config.reward.method or judge.config.method
+            method = (self.config.reward.method if self.config.reward is not None else None) or judge.config.method
             if method not in ("geval", "rating"):
                 raise ConfigError(
                     f"label.mode: 'pairwise' needs a judge method that rates on a scale (geval or rating), got {method!r}"

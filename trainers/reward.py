@@ -278,7 +278,7 @@ class JudgeReward:
             entropies = [d["entropy"] for d in details if isinstance(d.get("entropy"), (int, float))]
             if entropies:
                 out[f"{p}/{a.name}/entropy"] = sum(entropies) / len(entropies)
-        if self.part in (None, GUARDS_PART) and seconds is not None:
+        if self.part in (None, GUARDS_PART):  # the guards function of per_aspect reuses the batch (seconds None)
             for name in self.reward.guards.enabled:  # what each guard charged, and how often
                 charged = [r.components.get(f"guard/{name}") for r in results]
                 charged = [c for c in charged if c is not None]
