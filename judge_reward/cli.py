@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .aspects import load_aspects
-from .cli_errors import OneLineUsageErrors, UserError, debug_option, read_json_lines, user_errors
+from .cli_errors import OneLineUsageErrors, UserError, backend_options, debug_option, read_json_lines, user_errors
 from .config import ConfigError
 
 console = Console(stderr=True)
@@ -69,9 +69,19 @@ def check_score_inputs(input: Path, output: Path, config: str, aspects: str | No
 
     cfg = JudgeConfig.from_yaml(config)
     cfg.backend.update({k: v for k, v in backend.items() if v is not None})
+    methods = _names(method or cfg.method)
+    if not methods:
+        raise UserError(f"--method: no method named in {method!r}; choose gptscore, geval or rating")
+    if cfg.reward is not None and "method" not in cfg.reward:
+        # the reward stays the config's (what a trainer built from it gets), whatever --method shows
+        cfg.reward = {**cfg.reward, "method": cfg.method}
+    cfg.method = methods[0]
+    with backend_options(model=("--model", backend.get("model")), device=("--device", backend.get("device")),
+                         max_batch_rows=("--batch-size", backend.get("max_batch_rows"))):
+        known = [a.name for a in cfg.validate(methods)]
+    cfg.check_reward()  # score writes the config's reward on every line
     selected = _names(aspects) if aspects else None
     if selected:
-        known = [a.name for a in cfg.validate()]
         aspect_set = load_aspects(cfg.aspects_file)
         try:
             for name in selected:
@@ -82,15 +92,6 @@ def check_score_inputs(input: Path, output: Path, config: str, aspects: str | No
         if outside:
             raise UserError(f"--aspects: {', '.join(map(repr, outside))} not among the aspects of {cfg.source_file} "
                             f"({', '.join(known)}); add them to its aspects: to judge them")
-    methods = _names(method or cfg.method)
-    if not methods:
-        raise UserError(f"--method: no method named in {method!r}; choose gptscore, geval or rating")
-    if cfg.reward is not None and "method" not in cfg.reward:
-        # the reward stays the config's (what a trainer built from it gets), whatever --method shows
-        cfg.reward = {**cfg.reward, "method": cfg.method}
-    cfg.method = methods[0]
-    cfg.validate(methods)
-    cfg.check_reward()  # score writes the config's reward on every line
     rows = _read_jsonl(input)
     _check_output(output, "--output")
     return cfg, methods, selected, rows

@@ -86,6 +86,19 @@ class OneLineUsageErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
 
 
+@contextlib.contextmanager
+def backend_options(**given):
+    """Report a bad backend field that came from a command-line option (``--model``, ``--device``,
+    ``--batch-size`` ...) under that option, not under the config file it was written into."""
+    try:
+        yield
+    except ConfigError as err:
+        for key, (option, value) in given.items():
+            if value is not None and err.field == f"backend.{key}":
+                raise UserError(f"{option} {value}: {err.problem}") from None
+        raise
+
+
 def read_text_lines(path, what: str = "input"):
     """``(line number, text)`` of a UTF-8 text file (``-``: stdin), with mistakes as :class:`UserError`:
     a missing file, a folder, or bytes that are not UTF-8 (named by line and column)."""

@@ -165,10 +165,11 @@ def test_bad_field_deep_in_a_config_file_names_file_path_and_value(good, tmp_pat
 
 def test_backend_model_and_device_are_checked_before_loading(good, tmp_path):
     out = error("score", good, "--model", tmp_path / "no-model")
-    assert "backend.model: " in out and f"'{tmp_path / 'no-model'}' is neither an embedded model" in out
-    assert "backend.model: unknown embedded model 'foo'" in error("score", good, "--model", "embedded:foo")
+    assert f"--model {tmp_path / 'no-model'}: '{tmp_path / 'no-model'}' is neither an embedded model" in out
+    assert "--model embedded:foo: unknown embedded model 'foo'" in error("score", good, "--model", "embedded:foo")
+    assert "--device cuda:x: unknown device 'cuda:x'" in error("serve", "--device", "cuda:x")
     out = error("score", good, "--device", "tpu")
-    assert "backend.device: unknown device 'tpu'" in out
+    assert "--device tpu: unknown device 'tpu'" in out
     config = write(tmp_path / "judge.yaml", "backend: {kind: hf, device: tpu}\n")
     assert f"{config}: backend.device: unknown device 'tpu'" in error("probe", "--data", good, "--config", config)
 

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import typer
 
-from ..cli_errors import UserError, user_errors
+from ..cli_errors import UserError, backend_options, user_errors
 from .config import ServiceConfig
 
 log = logging.getLogger(__name__)
@@ -172,7 +172,8 @@ def serve_command(
         cfg.backend.update({k: v for k, v in {"model": model, "device": device}.items() if v is not None})
     elif model:
         cfg.backend["model"] = model
-    cfg.validate()  # unknown aspects, methods and fields fail here, not after the model loads
+    with backend_options(model=("--model", model), device=("--device", device)):
+        cfg.validate()  # unknown aspects, methods and fields fail here, not after the model loads
     cfg.check_reward()  # and the reward /get_reward returns
     if failure_reward != "lowest":
         try:
