@@ -319,7 +319,9 @@ def test_grpo_trains_with_the_judge_and_leaves_failed_rows_out_of_the_baseline(t
     assert tables and "coherence (gptscore)" in json.loads(tables[0].read_text())["columns"]
 
 
-def test_grpo_with_the_correlation_probe_callback(tmp_path, wandb_offline, sample_data):
+def grpo_with_a_correlation_probe(tmp_path, sample_data, logging_steps: int, report_to: list[str]):
+    """A 2-step GRPO run whose CorrelationCallback probes 16 human-rated SummEval summaries of one
+    article at every step (texts cut short: the tiny judge reads characters)."""
     from trl import GRPOConfig, GRPOTrainer
 
     from judge_reward.metaeval import load_summeval
@@ -327,19 +329,23 @@ def test_grpo_with_the_correlation_probe_callback(tmp_path, wandb_offline, sampl
 
     model, tok = policy_and_tokenizer()
     judge = tiny_judge()
-    # 16 human-rated SummEval summaries of one article (sources cut short: the tiny judge reads characters)
     probe = load_summeval(sample_data / "summeval" / "summeval.json").first_groups(1)
     for r in probe.records:
         object.__setattr__(r, "item", Item(r.item.output[:200], r.item.source[:300], r.item.reference, r.item.id))
     args = GRPOConfig(
         output_dir=str(tmp_path / "grpo"), per_device_train_batch_size=4, num_generations=4, max_completion_length=6,
-        max_steps=2, logging_steps=1, use_cpu=True, bf16=False, report_to=["wandb"], save_strategy="no",
+        max_steps=2, logging_steps=logging_steps, use_cpu=True, bf16=False, report_to=report_to, save_strategy="no",
     )
     trainer = GRPOTrainer(model=model, reward_funcs=JudgeReward(judge), args=args, train_dataset=dataset(4),
                           processing_class=tok)
     cb = CorrelationCallback(judge, probe, CorrelationCallbackConfig(every_n_steps=1, at_train_begin=False,
                                                                      aspects=("coherence",))).attach(trainer)
     trainer.train()
+    return trainer, cb
+
+
+def test_grpo_with_the_correlation_probe_callback(tmp_path, wandb_offline, sample_data):
+    trainer, cb = grpo_with_a_correlation_probe(tmp_path, sample_data, logging_steps=1, report_to=["wandb"])
     assert [step for step, _ in cb.history] == [1, 2]
     logged = [r for r in trainer.state.log_history if "metaeval/coherence/spearman" in r]
     assert len(logged) == 2 and all(-1 <= r["metaeval/coherence/spearman"] <= 1 for r in logged)
@@ -353,25 +359,7 @@ def test_grpo_with_the_correlation_probe_callback(tmp_path, wandb_offline, sampl
 def test_the_correlation_callback_leaves_grpo_metrics_in_the_trainers_own_rows(tmp_path, sample_data):
     """GRPO averages its reward/judge metrics over logging_steps and logs them with the loss; a probe
     firing in between must not flush them into its own row."""
-    from trl import GRPOConfig, GRPOTrainer
-
-    from judge_reward.metaeval import load_summeval
-    from trainers.callbacks import CorrelationCallback, CorrelationCallbackConfig
-
-    model, tok = policy_and_tokenizer()
-    judge = tiny_judge()
-    probe = load_summeval(sample_data / "summeval" / "summeval.json").first_groups(1)
-    for r in probe.records:
-        object.__setattr__(r, "item", Item(r.item.output[:100], r.item.source[:150], r.item.reference, r.item.id))
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "grpo"), per_device_train_batch_size=4, num_generations=4, max_completion_length=6,
-        max_steps=2, logging_steps=2, use_cpu=True, bf16=False, report_to=[], save_strategy="no",
-    )
-    trainer = GRPOTrainer(model=model, reward_funcs=JudgeReward(judge), args=args, train_dataset=dataset(4),
-                          processing_class=tok)
-    CorrelationCallback(judge, probe, CorrelationCallbackConfig(every_n_steps=1, at_train_begin=False,
-                                                                aspects=("coherence",))).attach(trainer)
-    trainer.train()
+    trainer, _ = grpo_with_a_correlation_probe(tmp_path, sample_data, logging_steps=2, report_to=[])
     [own] = [r for r in trainer.state.log_history if "loss" in r]
     probes = [r for r in trainer.state.log_history if "metaeval/coherence/spearman" in r]
     assert [r["step"] for r in probes] == [1, 2]
