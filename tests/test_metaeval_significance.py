@@ -37,6 +37,25 @@ def test_williams_t_rejects_bad_input():
     with pytest.raises(ValueError, match="r23=1.5"):
         williams_t(0.5, 0.3, 1.5, 50)
 
+def test_williams_test_on_affinely_related_metrics_does_not_crash():
+    # a reward that is a rescaled judge score: r_ab rounds to exactly 1.0, the test is undefined
+    rng = np.random.default_rng(0)
+    human = rng.integers(1, 6, 40).astype(float)
+    a = human + rng.normal(0, 1, 40)
+    res = williams_test(a, 0.1 * a - 3, human)
+    assert res.r_ab == 1.0
+    assert math.isnan(res.t) and math.isnan(res.p_value)
+    t, p = williams_t(0.9, 0.9, 1.0, 40)
+    assert math.isnan(t) and math.isnan(p)
+    with pytest.raises(ValueError, match="correlation matrix"):
+        williams_t(0.9, 0.8, 1.0, 40)  # no three variables have these correlations
+    from judge_reward.metaeval.report import MetaEvalConfig, evaluate
+
+    groups = [f"d{i // 4}" for i in range(40)]
+    report = evaluate({"judge": list(a), "reward": list(0.1 * a - 3)}, {"coh": list(human)}, groups,
+                      config=MetaEvalConfig(n_bootstrap=0))  # fmt: skip
+    assert math.isnan(report.comparisons[0].williams.p_value)
+
 
 def test_williams_test_uses_pearson_on_common_items():
     rng = np.random.default_rng(0)
@@ -166,3 +185,18 @@ def test_paired_bootstrap_delta_ci_and_system_level():
     assert res.corr_a == pytest.approx(system_level(metric, human, systems, "pearson"))
     assert res.ci.low <= res.delta <= res.ci.high
     assert not math.isnan(res.p_value)
+
+
+def test_permutation_test_with_an_undefined_observed_delta_gives_no_p_value():
+    # metric A constant (a judge that always says 3): its correlation, hence delta, is undefined;
+    # the test must not report the smallest possible p-value for it
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(6), 4).tolist()
+    human = rng.integers(1, 6, 24).astype(float)
+    constant = np.full(24, 3.0)
+    other = human + rng.normal(0, 1, 24)
+    for level in ("sample", "dataset"):
+        res = permutation_test(constant, other, human, groups, level, "spearman", n_resamples=199, seed=0)
+        assert math.isnan(res.delta)
+        assert math.isnan(res.p_value)
+        assert res.n_resamples == 0

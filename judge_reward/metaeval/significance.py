@@ -188,7 +188,11 @@ def williams_t(r12: float, r13: float, r23: float, n: int) -> tuple[float, float
         if not -1 <= r <= 1:
             raise ValueError(f"williams_t: {name}={r!r} is not a correlation")
     det = 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23  # |R| of the 3x3 correlation matrix
-    denom = math.sqrt(2 * det * (n - 1) / (n - 3) + ((r12 + r13) ** 2 / 4) * (1 - r23) ** 3)
+    if det < -1e-9:
+        raise ValueError(f"williams_t: r12={r12!r}, r13={r13!r}, r23={r23!r} is not a correlation matrix")
+    denom = math.sqrt(2 * max(det, 0.0) * (n - 1) / (n - 3) + ((r12 + r13) ** 2 / 4) * (1 - r23) ** 3)
+    if denom == 0:  # r23 = 1 (the metrics are affinely related): the difference has no variance
+        return math.nan, math.nan
     t = (r12 - r13) * math.sqrt((n - 1) * (1 + r23)) / denom
     return t, float(stats.t.sf(t, df=n - 3))
 
@@ -302,6 +306,8 @@ def permutation_test(
     observed_a = base.statistic(level, method)
     observed_b = base.with_metric(b).statistic(level, method)
     observed = observed_a - observed_b
+    if not math.isfinite(observed):  # a correlation is undefined: there is nothing to test
+        return PairedResult("permutation", level, method, observed_a, observed_b, observed, math.nan, None, 0)
     rng = np.random.default_rng(seed)
     count, valid = 0, 0
     for _ in range(n_resamples):
