@@ -2,6 +2,9 @@
 
 import asyncio
 import math
+import multiprocessing as mp
+import sys
+import threading
 import time
 
 import pytest
@@ -454,3 +457,66 @@ def test_engine_builds_this_backend(server):
         assert isinstance(b, OpenAIBackend) and b.config.max_concurrency == 4
     finally:
         b.close()
+
+
+# -- the capability probe's transient faults; the private event loop across fork() and close() -----
+
+
+def test_transient_empty_choices_on_the_echo_probe_is_retried_not_fatal():
+    with FakeOpenAIServer(FakeServerConfig(fault="empty_choices", fault_count=1)) as s:
+        with OpenAIBackend(OpenAIBackendConfig(model="fake", base_url=s.base_url, backoff_initial_s=0.01,
+                                               backoff_max_s=0.05)) as b:
+            res = b.continuation_logprobs([ContinuationRequest("The cat sat on the mat. Summary:", " a cat sat")])
+            assert res[0].error is None and res[0].details["mode"] == "echo"
+            assert b.stats()["retries_by_reason"] == {"malformed": 1}
+
+
+def test_echo_cost_is_measured_on_the_answering_attempt_not_across_retry_waits():
+    # one 429 with Retry-After 0.8 s on the probe must not be taken for slow echo (llama.cpp)
+    with FakeOpenAIServer(FakeServerConfig(fault="429", fault_count=1, retry_after_s=0.8)) as s:
+        with OpenAIBackend(OpenAIBackendConfig(model="fake", base_url=s.base_url, timeout_s=2.0)) as b:
+            res = b.continuation_logprobs([ContinuationRequest("The cat sat on the mat. Summary:", " a cat sat")])
+            assert res[0].error is None and b.stats()["retries"] == 1
+            assert "echo_s_per_token" not in b.capabilities()
+            assert b._echo_timeout("word " * 800) == 2.0
+
+
+def _score_in_child(backend, queue):
+    queue.put(backend.candidate_logprobs([CandidateRequest(SLOT, tuple("12345"))])[0].error)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork start method")
+def test_backend_used_before_fork_works_in_the_child():
+    with FakeOpenAIServer() as s, OpenAIBackend(OpenAIBackendConfig(model="fake", base_url=s.base_url)) as b:
+        assert b.candidate_logprobs([CandidateRequest(SLOT, tuple("12345"))])[0].error is None  # loop started
+        ctx = mp.get_context("fork")
+        queue = ctx.Queue()
+        child = ctx.Process(target=_score_in_child, args=(b, queue))
+        child.start()
+        child.join(20)
+        hung = child.is_alive()
+        if hung:
+            child.kill()
+            child.join()
+        assert not hung, "the forked child hung on the parent's event loop"
+        assert child.exitcode == 0 and queue.get(timeout=5) is None
+
+
+def test_close_with_a_call_in_flight_does_not_hang_the_caller():
+    with FakeOpenAIServer() as s:
+        b = OpenAIBackend(OpenAIBackendConfig(model="fake", base_url=s.base_url))
+        got = {}
+
+        def caller():
+            try:
+                got["result"] = b.candidate_logprobs([CandidateRequest(SLOT + "<<delay:3>>", tuple("12345"))])
+            except BaseException as err:  # noqa: BLE001 (the test inspects it)
+                got["error"] = err
+
+        t = threading.Thread(target=caller, daemon=True)
+        t.start()
+        time.sleep(0.3)
+        b.close()
+        t.join(2)
+        assert not t.is_alive(), "the caller still waits on a loop that close() stopped"
+        assert isinstance(got.get("error"), BackendError) and "closed" in str(got["error"])

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from .base import BackendError
-from .openai_parsing import _extra
+from .openai_parsing import _choices, _extra
 from .openai_transport import _BadAnswer
 
 log = logging.getLogger("judge_reward.backends.openai_compat")
@@ -46,6 +46,13 @@ def _echo_shift_from_statistics(tokens: list[str], tops: list) -> tuple[int, str
         aligned += best == tokens[i]
         shifted += i + 1 < len(tokens) and best == tokens[i + 1]
     return (1 if shifted > aligned else 0), f"top-1 matched its own token {aligned}x, the next token {shifted}x"
+
+
+def _probe_answer(resp):
+    """A probe answer must at least have choices; an empty or unparseable one is a transient fault
+    (retried as ``malformed``), not evidence that the server lacks echo or prompt_logprobs."""
+    _choices(resp)
+    return resp
 
 
 class _CapabilityProbes:
@@ -96,23 +103,26 @@ class _CapabilityProbes:
     async def _probe_echo(self) -> dict | None:
         """Echo the probe text with logprobs. ``None`` when echo is ignored; else what was learned."""
         cfg = self.config
+        took: list[float] = []  # duration of each attempt that got an answer
 
         async def send():
-            return await self._aclient.completions.create(
+            t0 = time.monotonic()
+            resp = await self._aclient.completions.create(
                 model=cfg.model, prompt=PROBE_TEXT, max_tokens=1, temperature=0.0, echo=True, logprobs=1,
                 extra_body=self._body() or None,
             )
+            took.append(time.monotonic() - t0)
+            return resp
 
-        start = time.monotonic()
         try:
-            resp, _ = await self._request(send, lambda r: r, self._estimate(PROBE_TEXT, 1))
+            resp, _ = await self._request(send, _probe_answer, self._estimate(PROBE_TEXT, 1))
         except _BadAnswer as err:
             if err.kind in ("client_error", "unsupported"):
                 if "logits_all" in err.reason:
                     raise BackendError(err.reason) from None
                 return None  # echo refused outright: try the next mode
             raise
-        elapsed = time.monotonic() - start
+        elapsed = took[-1]  # the answering attempt only: retry waits and failed attempts are no echo cost
         choice = (resp.choices or [None])[0]
         lp = getattr(choice, "logprobs", None)
         if choice is None or lp is None or not lp.tokens or not lp.text_offset or not (choice.text or "").startswith(PROBE_TEXT):
@@ -149,7 +159,7 @@ class _CapabilityProbes:
             )
 
         try:
-            resp, _ = await self._request(send, lambda r: r, self._estimate(PROBE_TEXT, 1))
+            resp, _ = await self._request(send, _probe_answer, self._estimate(PROBE_TEXT, 1))
         except _BadAnswer as err:
             if err.kind == "client_error":
                 return False

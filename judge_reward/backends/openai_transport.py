@@ -5,7 +5,9 @@ counters. :class:`_Transport` is a base of :class:`~judge_reward.backends.openai
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
+import os
 import threading
 import time
 from collections import Counter
@@ -14,6 +16,7 @@ from typing import Any, Awaitable, Callable
 
 import openai
 
+from .base import BackendError
 from ..retry import Backoff, Failure, parse_retry_after, retry_async
 
 FAILURE_KINDS = (
@@ -165,11 +168,15 @@ class _Transport:
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._loop_lock:
+            if self._loop is not None and getattr(self, "_loop_pid", None) != os.getpid():
+                # forked: the loop's thread (and the clients' sockets) stayed in the parent; start afresh
+                self._loop = self._thread = self._aclient = self._sem = self._limiter = self._probe_lock = None
+                self.client = openai.OpenAI(**self._client_kwargs)
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=loop.run_forever, daemon=True, name="openai-backend-loop")
                 thread.start()
-                self._loop, self._thread = loop, thread
+                self._loop, self._thread, self._loop_pid = loop, thread, os.getpid()
                 asyncio.run_coroutine_threadsafe(self._init_async(), loop).result()
             return self._loop
 
@@ -184,7 +191,10 @@ class _Transport:
         loop = self._ensure_loop()
         if threading.current_thread() is self._thread:
             raise RuntimeError("OpenAIBackend: a sync method was called from the backend's own event loop")
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        try:
+            return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        except concurrent.futures.CancelledError:
+            raise BackendError("OpenAIBackend was closed while this call was running") from None
 
     async def _await(self, coro: Awaitable):
         """Run ``coro`` on the private loop from a caller's own event loop."""
@@ -196,8 +206,15 @@ class _Transport:
         with self._loop_lock:
             loop, self._loop = self._loop, None
         if loop is not None:
-            if self._aclient is not None:
-                asyncio.run_coroutine_threadsafe(self._aclient.close(), loop).result(timeout=10)
+            async def shutdown():  # end the calls still running, so their callers are not left waiting
+                tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                if self._aclient is not None:
+                    await self._aclient.close()
+
+            asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=10)
             loop.call_soon_threadsafe(loop.stop)
             if self._thread is not None:
                 self._thread.join(timeout=10)
