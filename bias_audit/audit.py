@@ -112,6 +112,10 @@ class AuditConfig(Section):
         return build_section(cls, raw, "", file=str(path))
 
 
+class NothingToAnalyse(ValueError):
+    """Every judgement of a level was removed (judge failures, no majority): the message says why."""
+
+
 def judge_config(config: AuditConfig, overrides: dict | None = None):
     """The judge config an audit config names, with its aspect, backend and cache overrides applied,
     checked (every section, without loading the model)."""
@@ -220,6 +224,11 @@ def run_audit(
         results[level] = {}
         for score_name in per_score:
             rows, excl = _rows(study, scores, None if score_name == MEAN else score_name, level)
+            if len(rows) == 0 and score_name == MEAN:
+                reasons = "; ".join(f"{k}: {n}" for k, n in failures.items()) or "none"
+                raise NothingToAnalyse(
+                    f"{level} level: no judgement left to analyse ({excl['excluded_by_failure']} left out because a "
+                    f"summary failed, {excl['without_majority']} without a majority); judge failures by reason: {reasons}")
             results[level][score_name] = analyse(rows, stats_config)
             if score_name == MEAN:
                 exclusions[level] = excl

@@ -39,7 +39,7 @@ def audit_command(
     """Does the judge prefer LLM-written summaries where people did not? (G-Eval paper, Section 4.)"""
     from judge_reward import Judge
 
-    from .audit import AuditConfig, judge_config, run_audit
+    from .audit import AuditConfig, NothingToAnalyse, judge_config, run_audit
     from .data import load_zhang2023
 
     try:
@@ -70,6 +70,8 @@ def audit_command(
         if cfg.cache and Path(cfg.cache).is_dir():
             raise UserError(f"cache {cfg.cache}: is a folder, not a sqlite file")
         judge_cfg = judge_config(cfg, {"device": device})  # a bad judge config fails here, before a model loads
+        if no_cache:  # also the judge config's own cache.path: --no-cache keeps no sqlite file at all
+            judge_cfg.cache = {**(judge_cfg.cache or {}), "path": None}
         study = load_zhang2023(cfg.data)  # and so does bad data
     except ValueError as err:  # ConfigError and the data's DataError included
         raise UserError(str(err)) from None
@@ -77,7 +79,10 @@ def audit_command(
     n_articles = min(len(study.articles), cfg.max_articles or len(study.articles))
     console.print(f"[bold]{cfg.name}[/bold]: {n_articles} articles; loading the judge ({cfg.judge if isinstance(cfg.judge, str) else 'inline config'})"
                   + (f"; scores are kept in {cfg.cache}, so an interrupted run resumes" if cfg.cache else ""))
-    report = run_audit(cfg, judge=Judge(judge_cfg), study=study, out_dir=out)
+    try:
+        report = run_audit(cfg, judge=Judge(judge_cfg), study=study, out_dir=out)
+    except NothingToAnalyse as err:
+        raise UserError(str(err)) from None
     v, rt = report["verdict"], report["runtime"]
     console.print(f"[bold]{report['name']}[/bold]: {report['judge'].get('model', '?')} ({report['method']}), "
                   f"{report['data']['judgements']} judgements, {rt['texts_scored']} texts scored in "

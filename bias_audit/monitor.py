@@ -415,9 +415,9 @@ class SelfReinforcementCallback(TrainerCallback):
             ps = scores[(a.article, p)].value
             hs = [scores[(a.article, h)].value for h in a.human_summaries]
             hs = [h for h in hs if h is not None]
-            human_scores.extend(hs)
             hw = float(np.mean([n_words(h) for h in a.human_summaries]))
             per_gap.append(ps - float(np.mean(hs)) if ps is not None and hs else math.nan)
+            human_scores.append(float(np.mean(hs)) if ps is not None and hs else math.nan)  # the gap's other side
             pol_scores.append(ps if ps is not None else math.nan)
             pol_words.append(n_words(p))
             hum_words.append(hw)
@@ -432,8 +432,10 @@ class SelfReinforcementCallback(TrainerCallback):
         metrics: dict[str, Any] = {
             "gap": gap,
             "gap_se": se,
-            "policy_score": float(ps_arr[fin].mean()) if fin.any() else None,
-            "human_score": float(np.mean(human_scores)) if human_scores else None,
+            # The two sides of the gap: over the same articles, each article's human summaries averaged
+            # first, so that policy_score - human_score == gap.
+            "policy_score": float(ps_arr[ok].mean()) if ok.any() else None,
+            "human_score": float(np.asarray(human_scores)[ok].mean()) if ok.any() else None,
             "agreement": agreement,
             "agreement_n": n_agree,
             "policy_words": float(pw_arr.mean()),

@@ -341,3 +341,25 @@ def test_no_flag_without_drift_or_when_the_judge_also_learns_people(tmp_path):
         assert trainer.state.global_step == 5 and all(r["self_reinforcement/flag"] == 0.0 for r in rows)
         assert rows[-1]["self_reinforcement/gap"] - rows[0]["self_reinforcement/gap"] > 2.0
         assert rows[-1]["self_reinforcement/agreement"] > rows[0]["self_reinforcement/agreement"] + 0.2
+
+
+def test_policy_and_human_scores_are_the_two_sides_of_the_gap(monkeypatch):
+    """docs/bias_audit.md: policy_score and human_score are the two sides of the gap, also when
+    articles have different numbers of human summaries."""
+    from bias_audit import monitor as mon
+
+    class WordCountJudge:
+        aspects = load_aspects("summeval").select(["coherence"])
+        config = JudgeConfig(aspects=["coherence"], method="geval")
+
+        def score(self, items, aspects=None, method=None):
+            return [{"coherence": Score(float(len(it.output.split())))} for it in items]
+
+    arts = [HeldOutArticle("a1", "Article one.", ["one", "one two three four five six seven"]),
+            HeldOutArticle("a2", "Article two.", ["w " * 14])]
+    data = MonitorData(arts, [AgreementPair("Article one.", "one", "llm words here", ["human", "llm"])])
+    monitor = SelfReinforcementCallback(WordCountJudge(), SelfReinforcementConfig(), data=data)
+    monkeypatch.setattr(mon, "generate_summaries", lambda model, tok, articles, cfg: ["p p p"] * len(articles))
+    m = monitor.measure(None, None, 0).metrics
+    assert m["gap"] == pytest.approx(((3 - 4) + (3 - 14)) / 2)
+    assert m["policy_score"] - m["human_score"] == pytest.approx(m["gap"])

@@ -126,6 +126,25 @@ def test_a_failed_judgement_is_left_out_and_counted_never_scored_zero():
     assert bad[0]["score"] is None and "empty text" in bad[0]["failure"]
 
 
+def test_an_audit_whose_every_judgement_failed_names_the_failures(tmp_path, monkeypatch):
+    """Nothing left to analyse: one clear line with the failure reasons (not a bare ValueError)."""
+    from bias_audit.scoring import TextScore
+
+    def fail_all(judge, texts, **kwargs):
+        texts = list(dict.fromkeys(texts))
+        reason = "coherence: backend: out of memory"
+        return {t: TextScore(None, {"coherence": None}, reason) for t in texts}, Counter({reason: len(texts)})
+
+    monkeypatch.setattr("bias_audit.audit.score_texts", fail_all)
+    with pytest.raises(ValueError, match=r"27 left out because a summary failed.*out of memory: 15"):
+        run_audit(AuditConfig(stats={"n_resamples": 200}), judge=CountingLengthJudge(), study=_small_study(),
+                  progress=False)
+    monkeypatch.setattr("bias_audit.data.load_zhang2023", lambda path=None: _small_study())
+    monkeypatch.setattr("judge_reward.judge.build_backend", lambda spec: make_backend("char"))
+    res = CliRunner().invoke(_cli(), ["audit", "--aspects", "coherence", "--no-cache", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "outofmemory:15" in _flat(res.output), res.output
+
+
 def test_audit_logs_every_number_to_wandb_offline(tmp_path, offline_wandb):
     judge = CountingLengthJudge()
     cfg = AuditConfig(name="wb-test", stats={"n_resamples": 200, "n_permutations": 200}, wandb={"enabled": True})
@@ -228,3 +247,20 @@ def test_cli_audit_says_what_it_does_and_resumes_from_its_cache(tmp_path, monkey
     assert stats["cache_hits"] == 15 and stats["cache_misses"] == 0
     fresh = CliRunner().invoke(_cli(), [*args, str(tmp_path / "b"), "--no-cache"])
     assert fresh.exit_code == 0 and not (tmp_path / "b" / "judgments.sqlite").exists()
+
+
+def test_cli_no_cache_ignores_the_judge_configs_own_sqlite_file(tmp_path, monkeypatch):
+    """--no-cache scores everything afresh and keeps no sqlite file, even where the judge YAML names one."""
+    from tiny_models import save_judge_config
+
+    monkeypatch.setattr("bias_audit.data.load_zhang2023", lambda path=None: _small_study())
+    monkeypatch.setattr("judge_reward.judge.build_backend", lambda spec: make_backend("char"))
+    own = tmp_path / "own.sqlite"
+    judge_yaml = save_judge_config(tmp_path, aspects=["coherence"], cache={"path": str(own)})
+    for run in ("a", "b"):
+        res = CliRunner().invoke(_cli(), ["audit", "--config", str(judge_yaml), "--n-resamples", "200",
+                                          "--no-cache", "--out", str(tmp_path / run)])
+        assert res.exit_code == 0, res.output
+        stats = json.loads((tmp_path / run / "audit.json").read_text())["runtime"]["judge_stats"]
+        assert stats["cache_hits"] == 0 and stats["cache_misses"] == 15
+    assert not own.exists()
