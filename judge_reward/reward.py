@@ -245,8 +245,10 @@ class Reward:
         """The reward of one item from its aspect scores and guard report."""
         got, failed = {}, []
         for a in self.aspects:
-            s = scores[a.name]
-            if s.value is None or not math.isfinite(s.value):
+            s = scores.get(a.name)
+            if s is None:  # a judge (a custom one) that returned no score for this aspect: a counted failure
+                failed.append((a.name, "the judge returned no score for this aspect"))
+            elif s.value is None or not math.isfinite(s.value):
                 failed.append((a.name, s.reason or "non-finite score"))
             else:
                 got[a.name] = self.normalise(s.value, a)

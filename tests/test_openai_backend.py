@@ -520,3 +520,20 @@ def test_close_with_a_call_in_flight_does_not_hang_the_caller():
         t.join(2)
         assert not t.is_alive(), "the caller still waits on a loop that close() stopped"
         assert isinstance(got.get("error"), BackendError) and "closed" in str(got["error"])
+
+
+def test_a_429_for_an_account_out_of_credit_is_not_retried():
+    import httpx
+    import openai
+
+    from judge_reward.backends.openai_transport import _status_failure
+
+    def rate_error(body):
+        response = httpx.Response(429, request=httpx.Request("POST", "http://127.0.0.1/v1/completions"))
+        return openai.RateLimitError("429", response=response, body=body)
+
+    quota = _status_failure(rate_error({"message": "You exceeded your current quota.", "type": "insufficient_quota",
+                                        "code": "insufficient_quota"}))
+    assert (quota.kind, quota.retryable) == ("client_error", False) and "insufficient_quota" in quota.reason
+    busy = _status_failure(rate_error({"message": "Rate limit reached.", "type": "requests", "code": "rate_limit_exceeded"}))
+    assert (busy.kind, busy.retryable) == ("rate_limited", True)

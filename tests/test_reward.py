@@ -337,6 +337,13 @@ def test_normalisations_and_failures():
     assert empty.value is None and empty.reason == "coherence: output: empty text cannot be judged"
     with pytest.raises(ConfigError, match=r"aspects: unknown aspect 'wit'"):
         Reward(judge, RewardConfig(aspects=["wit"]))
+    # a custom judge that leaves an aspect out of its answer: a counted failure, not a KeyError
+    reward = Reward(judge, RewardConfig(normalise="none"))
+    scores = judge.score([Item(SUMMARY, ARTICLE)])[0]
+    missing = reward.combine({"coherence": scores["coherence"]})
+    assert missing.value is None and missing.reason == "fluency: the judge returned no score for this aspect"
+    partial = Reward(judge, RewardConfig(normalise="none", partial="renormalise")).combine({"coherence": scores["coherence"]})
+    assert partial.value == pytest.approx(scores["coherence"].value)
 
 
 def test_chat_messages_become_judge_input_one_way():

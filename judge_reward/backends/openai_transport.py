@@ -124,6 +124,8 @@ def _status_failure(err: openai.APIStatusError) -> _BadAnswer:
             f"llama.cpp server was started without --logits_all true, which every logprobs request needs "
             f"(HTTP {status}: {message})",
         )
+    if status == 429 and _server_code(err) == "insufficient_quota":  # out of credit: no retry can fix it
+        return _BadAnswer("client_error", f"HTTP 429 insufficient_quota (not retried: the account has no credit left): {message}")
     if status == 429:
         return _BadAnswer("rate_limited", f"HTTP 429 rate limited: {message}", True, _retry_after(err))
     if status >= 500:
@@ -131,6 +133,15 @@ def _status_failure(err: openai.APIStatusError) -> _BadAnswer:
     if status in (408, 409):  # request timeout / lock conflict: worth another try (as OpenAI advises)
         return _BadAnswer("timeout" if status == 408 else "server_error", f"HTTP {status}: {message}", True, _retry_after(err))
     return _BadAnswer("client_error", f"HTTP {status} (not retried): {message}")
+
+
+def _server_code(err: openai.APIStatusError) -> str | None:
+    """The error's ``code`` (or ``type``) in an OpenAI-style body, e.g. ``insufficient_quota``."""
+    body = err.body
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(inner, dict):
+        return inner.get("code") or inner.get("type")
+    return None
 
 
 def _server_message(err: openai.APIStatusError) -> str:
