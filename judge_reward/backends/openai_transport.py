@@ -172,17 +172,19 @@ class _Transport:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self.client = openai.OpenAI(**self._client_kwargs)
-        self._aclient = self._loop = self._thread = self._sem = self._limiter = self._probe_lock = None
         self._stats_lock = threading.Lock()
         self._loop_lock = threading.Lock()
+        self._fresh_connections()
+
+    def _fresh_connections(self) -> None:
+        """A new sync client, and no loop or async client yet (made on first use), as a new backend has."""
+        self.client = openai.OpenAI(**self._client_kwargs)
+        self._aclient = self._loop = self._thread = self._sem = self._limiter = self._probe_lock = None
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._loop_lock:
             if self._loop is not None and getattr(self, "_loop_pid", None) != os.getpid():
-                # forked: the loop's thread (and the clients' sockets) stayed in the parent; start afresh
-                self._loop = self._thread = self._aclient = self._sem = self._limiter = self._probe_lock = None
-                self.client = openai.OpenAI(**self._client_kwargs)
+                self._fresh_connections()  # forked: the loop's thread and the clients' sockets stayed in the parent
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=loop.run_forever, daemon=True, name="openai-backend-loop")
