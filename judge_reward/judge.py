@@ -108,26 +108,9 @@ class JudgeConfig(Section):
         try:
             if reward is None:
                 reward = RewardConfig.from_dict({**(self.reward or {}), **(overrides or {})})
-            Reward(_Unloaded(self), reward)
+            Reward(JudgeSections(self), reward)
         except ConfigError as err:
             raise err.within(file=self.source_file or "") from None
-
-
-class _Unloaded:
-    """What :class:`~judge_reward.reward.Reward` reads of a judge (aspects, config, method sections),
-    without a backend: its checks run before the model loads."""
-
-    def __init__(self, config: JudgeConfig):
-        self.config = config
-        self.aspect_set = load_aspects(config.aspects_file)
-        self.aspects = self.aspect_set.select(config.aspects)
-        self._methods: dict[str, Any] = {}
-
-    def method(self, name: str | None = None):
-        name = name or self.config.method
-        if name not in self._methods:
-            self._methods[name] = build_method(name, self.config)
-        return self._methods[name]
 
 
 def backend_section(spec: dict):
@@ -168,18 +151,34 @@ def build_method(name: str, config: JudgeConfig):
     raise ConfigError(f"method: unknown value {name!r}; choose one of {METHODS}")
 
 
-class Judge:
+class JudgeSections:
+    """What a judge reads of its config, without a backend: its aspects and its methods (built from
+    their sections once, on first use). :meth:`JudgeConfig.check_reward` runs the reward's checks on
+    it before any model loads; :class:`Judge` adds the backend and the cache."""
+
+    def __init__(self, config: JudgeConfig):
+        self.config = config
+        self.aspect_set: AspectSet = load_aspects(config.aspects_file)
+        self.aspects: list[Aspect] = self.aspect_set.select(config.aspects)
+        self._methods: dict[str, Any] = {}
+
+    def method(self, name: str | None = None):
+        name = name or self.config.method
+        if name not in self._methods:
+            self._methods[name] = build_method(name, self.config)
+        return self._methods[name]
+
+
+class Judge(JudgeSections):
     """Scores items on aspects. ``score`` never raises for a bad item: it returns a failed Score."""
 
     def __init__(self, config: JudgeConfig | None = None, backend: JudgeBackend | None = None):
-        self.config = config or JudgeConfig()
+        config = config or JudgeConfig()
         if backend is None:
-            self.config.validate()  # every section (backend, methods, cache) before the model loads
-        self.aspect_set: AspectSet = load_aspects(self.config.aspects_file)
-        self.aspects: list[Aspect] = self.aspect_set.select(self.config.aspects)
+            config.validate()  # every section (backend, methods, cache) before the model loads
+        super().__init__(config)
         self.backend = backend if backend is not None else build_backend(self.config.backend)
         self.cache = JudgmentCache(build_section(CacheConfig, self.config.cache, "cache"))
-        self._methods: dict[str, Any] = {}
         self.method(self.config.method)  # validate the default method's section now, not mid-run
         self.failures: Counter[str] = Counter()
         self.calls = 0
@@ -192,12 +191,6 @@ class Judge:
     @property
     def aspect_names(self) -> list[str]:
         return [a.name for a in self.aspects]
-
-    def method(self, name: str | None = None):
-        name = name or self.config.method
-        if name not in self._methods:
-            self._methods[name] = build_method(name, self.config)
-        return self._methods[name]
 
     def score(
         self, items: Sequence[Item], aspects: Sequence[str] | None = None, method: str | None = None
