@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from judge_reward.cli_errors import UserError, user_errors
+from judge_reward.cli_errors import UserError, check_output_folder, user_errors
 
 console = Console(stderr=True)
 CACHE_FILE = "judgments.sqlite"
@@ -65,8 +65,7 @@ def audit_command(
         if wandb_project:
             cfg.wandb = {**cfg.wandb, "project": wandb_project}
         cfg.__post_init__()  # re-validate after the overrides
-        if out.exists() and not out.is_dir():
-            raise UserError(f"--out {out}: is a file, not a folder (audit.json, summary.md and figure.png go in it)")
+        check_output_folder(out, "--out", "audit.json, summary.md and figure.png")
         if cfg.cache and Path(cfg.cache).is_dir():
             raise UserError(f"cache {cfg.cache}: is a folder, not a sqlite file")
         judge_cfg = judge_config(cfg, {"device": device})  # a bad judge config fails here, before a model loads

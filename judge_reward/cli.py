@@ -22,7 +22,9 @@ from rich.console import Console
 from rich.table import Table
 
 from .aspects import load_aspects
-from .cli_errors import OneLineUsageErrors, UserError, backend_options, debug_option, read_json_lines, user_errors
+from .cli_errors import (
+    OneLineUsageErrors, UserError, backend_options, check_output_file, debug_option, read_json_lines, user_errors,
+)
 from .config import ConfigError
 
 console = Console(stderr=True)
@@ -49,13 +51,6 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 def _names(text: str | None) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
-
-
-def _check_output(path: Path, option: str) -> None:
-    if str(path) != "-" and not path.parent.is_dir():
-        raise UserError(f"{option} {path}: the folder {path.parent} does not exist")
-    if path.is_dir():
-        raise UserError(f"{option} {path}: is a folder, not a file")
 
 
 def check_score_inputs(input: Path, output: Path, config: str, aspects: str | None, method: str | None,
@@ -93,7 +88,7 @@ def check_score_inputs(input: Path, output: Path, config: str, aspects: str | No
             raise UserError(f"--aspects: {', '.join(map(repr, outside))} not among the aspects of {cfg.source_file} "
                             f"({', '.join(known)}); add them to its aspects: to judge them")
     rows = _read_jsonl(input)
-    _check_output(output, "--output")
+    check_output_file(output, "--output")
     return cfg, methods, selected, rows
 
 
@@ -217,7 +212,7 @@ def steps(
     if aspects:
         cfg.aspects = _names(aspects)
     cfg.validate()
-    _check_output(out, "--out")
+    check_output_file(out, "--out")
     judge = Judge(cfg)
     store = generate_steps(judge.backend, judge.aspects, out, overwrite=overwrite)
     for name, entry in store.entries.items():

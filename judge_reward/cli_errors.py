@@ -86,6 +86,20 @@ class OneLineUsageErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
 
 
+def check_output_file(path, option: str) -> None:
+    """An output file's path (``-``: stdout) is usable: its folder exists and it is not a folder."""
+    if str(path) != "-" and not path.parent.is_dir():
+        raise UserError(f"{option} {path}: the folder {path.parent} does not exist")
+    if path.is_dir():
+        raise UserError(f"{option} {path}: is a folder, not a file")
+
+
+def check_output_folder(path, option: str, holds: str) -> None:
+    """An output folder's path is not an existing file (``holds``: what goes in it, for the message)."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{option} {path}: is a file, not a folder ({holds} go in it)")
+
+
 @contextlib.contextmanager
 def backend_options(**given):
     """Report a bad backend field that came from a command-line option (``--model``, ``--device``,

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import typer
 from rich.console import Console
 
-from .cli_errors import UserError, user_errors
+from .cli_errors import UserError, check_output_file, user_errors
 from .data import resolve_data_path
 from .metaeval.datasets import LOADERS, MetaEvalDataset, TableFormat, load_dataset
 from .metaeval.judging import judge_aspects, judge_scores
@@ -168,9 +168,8 @@ def meta_eval(
         raise UserError(f"--limit: expected a whole number >= 1, got {limit}")
     if n_bootstrap < 0:
         raise UserError(f"--bootstrap: expected a whole number >= 0, got {n_bootstrap}")
-    if out is not None and (out.is_dir() or not out.parent.is_dir()):
-        raise UserError(f"--out {out}: " + ("is a folder, not a file" if out.is_dir()
-                                              else f"the folder {out.parent} does not exist"))
+    if out is not None:
+        check_output_file(out, "--out")
     try:
         data = resolve_data_path(data, what="--data")
         if references is not None:

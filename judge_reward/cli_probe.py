@@ -12,12 +12,10 @@ from typing import Optional
 
 import typer
 
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)  # one line, no traceback, no rich wrapping
-    raise typer.Exit(2)
+from .cli_errors import check_output_folder, fail, user_errors
 
 
+@user_errors
 def probe_command(
     config: str = typer.Option("default", "--config", "-c",
                                help="judge YAML (path or built-in name); its reward: section is the reward"),
@@ -38,26 +36,25 @@ def probe_command(
     chosen = [f.strip() for f in families.split(",") if f.strip()] if families is not None else list(FAMILIES)
     unknown = [f for f in chosen if f not in FAMILIES]
     if unknown or not chosen:
-        _fail(f"--families: unknown family {unknown[0]!r}; known: {', '.join(FAMILIES)}" if unknown
+        fail(f"--families: unknown family {unknown[0]!r}; known: {', '.join(FAMILIES)}" if unknown
               else f"--families: give at least one of {', '.join(FAMILIES)}")
     if not 0 <= max_win_rate <= 1:
-        _fail(f"--max-win-rate: expected a number in [0, 1], got {max_win_rate!r}")
+        fail(f"--max-win-rate: expected a number in [0, 1], got {max_win_rate!r}")
     if limit is not None and limit < 1:
-        _fail(f"--limit: expected a whole number >= 1, got {limit!r}")
+        fail(f"--limit: expected a whole number >= 1, got {limit!r}")
     if n_boot < 0:
-        _fail(f"--n-boot: expected a whole number >= 0, got {n_boot!r}")
-    if out.exists() and not out.is_dir():
-        _fail(f"--out {out}: is a file, not a folder (probes.json, probes.md and probes.png go in it)")
+        fail(f"--n-boot: expected a whole number >= 0, got {n_boot!r}")
+    check_output_folder(out, "--out", "probes.json, probes.md and probes.png")
     try:
         pairs = load_pairs(data)[:limit]  # every line is checked before the model loads
     except DatasetError as err:
-        _fail(str(err))
+        fail(str(err))
     try:
         from .reward import Reward
 
         reward = Reward.from_config(config)
     except ConfigError as err:
-        _fail(str(err))
+        fail(str(err))
     report = run_probes(reward, pairs, chosen, n_boot=n_boot, seed=seed)
     report.meta["config"] = config
     report.meta["data"] = str(data)
