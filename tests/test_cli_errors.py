@@ -299,12 +299,17 @@ def test_train_judge_that_is_neither_a_name_nor_a_mapping(tmp_path):
     assert "judge: expected a judge config" in error("train", "grpo", "--config", config)
 
 
+def refuse(monkeypatch, target: str, what: str) -> None:
+    """Make ``target`` an error: the command must have stopped before ``what``."""
+    def refused(*args, **kwargs):
+        raise AssertionError(f"{what} ({args})")
+
+    monkeypatch.setattr(target, refused)
+
+
 @pytest.fixture
 def no_policy(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("the policy was loaded")
-
-    monkeypatch.setattr("trainers.policy.load_policy", refuse)
+    refuse(monkeypatch, "trainers.policy.load_policy", "the policy was loaded")
 
 
 def test_train_run_and_reward_mistakes_before_any_model_loads(tmp_path, no_policy):
@@ -360,10 +365,7 @@ def test_audit_judge_and_out_mistakes_before_the_data_and_the_model(tmp_path):
 
 @pytest.fixture
 def no_server(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("the server was started")
-
-    monkeypatch.setattr("judge_reward.service.server.serve", refuse)
+    refuse(monkeypatch, "judge_reward.service.server.serve", "the server was started")
 
 
 def test_serve_log_level_and_reward(tmp_path, no_server):
