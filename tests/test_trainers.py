@@ -182,7 +182,7 @@ def test_failures_become_none_and_are_counted_through_log_metric():
     assert logged["rewards/judge_coherence/failure_rate"] == [pytest.approx(2 / 3)]
     assert logged["judge/coherence/failures"] == [2.0] and logged["judge/latency_s"][0] > 0
     assert extra["judge_coherence failure"] == [None, "injected fault: server error", "output: empty text cannot be judged"]
-    assert extra["coherence (gptscore)"][1] is None
+    assert extra["judge/coherence (gptscore)"][1] is None
 
 
 def test_a_row_the_judge_failed_on_is_none_from_every_per_aspect_function_the_guards_included():
@@ -308,7 +308,7 @@ def test_grpo_trains_with_the_judge_and_leaves_failed_rows_out_of_the_baseline(t
     scored = group[1:]
     expected = (scored - scored.mean()) / (scored.std(ddof=1) + 1e-4)
     assert table["advantage"].iloc[1:4].to_numpy() == pytest.approx(expected, rel=1e-3, abs=1e-4)
-    assert {"coherence (gptscore)", "fluency (gptscore)"} <= set(table.columns)
+    assert {"judge/coherence (gptscore)", "judge/fluency (gptscore)"} <= set(table.columns)
 
     run = finish_run()
     history = read_history(run)
@@ -316,7 +316,35 @@ def test_grpo_trains_with_the_judge_and_leaves_failed_rows_out_of_the_baseline(t
     assert {"train/judge/latency_s", "train/rewards/judge/mean", "train/rewards/judge/failures",
             "train/judge/coherence/mean"} <= logged
     tables = sorted((run / "files" / "media" / "table").glob("completions_*.table.json"))
-    assert tables and "coherence (gptscore)" in json.loads(tables[0].read_text())["columns"]
+    assert tables and "judge/coherence (gptscore)" in json.loads(tables[0].read_text())["columns"]
+
+
+def test_two_judges_on_the_same_aspect_keep_their_own_metrics_and_table_columns(tmp_path):
+    """Two named rewards of one method and aspect (e.g. two judge models): each logs under its own
+    name. They shared one column, in which TRL's bounded log kept only the later function's values,
+    and their metrics were averaged into one."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    model, tok = policy_and_tokenizer()
+    first = JudgeReward(tiny_judge(), JudgeRewardConfig(name="judge_a", normalise="none"))
+    second = JudgeReward(tiny_judge(method="geval"), JudgeRewardConfig(name="judge_b", normalise="unit"))
+    third = JudgeReward(tiny_judge(), JudgeRewardConfig(name="judge_c", normalise="unit"))
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "grpo"), per_device_train_batch_size=4, num_generations=4, max_completion_length=6,
+        max_steps=1, logging_steps=1, use_cpu=True, bf16=False, report_to=[], log_completions=True,
+        num_completions_to_print=0, save_strategy="no", seed=0,
+    )
+    trainer = GRPOTrainer(model=model, reward_funcs=[first, second, third], args=args, train_dataset=dataset(4),
+                          processing_class=tok)
+    trainer.train()
+    table = pd.read_parquet(tmp_path / "grpo" / "completions" / "completions_00001.parquet")
+    assert len(table) == 4
+    assert {"judge_a/coherence (gptscore)", "judge_b/coherence (geval)", "judge_c/coherence (gptscore)"} <= set(table.columns)
+    # the same raw judge value, reward normalised differently: the columns are each function's own
+    assert table["judge_a/coherence (gptscore)"].tolist() == pytest.approx(table["judge_c/coherence (gptscore)"].tolist())
+    assert table["judge_a"].tolist() != pytest.approx(table["judge_c"].tolist())
+    row = next(r for r in trainer.state.log_history if "rewards/judge_a/mean" in r)
+    assert {"judge_a/latency_s", "judge_b/latency_s", "judge_c/coherence/mean"} <= set(row)
 
 
 def grpo_with_a_correlation_probe(tmp_path, sample_data, logging_steps: int, report_to: list[str]):

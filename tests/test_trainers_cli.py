@@ -192,7 +192,7 @@ def test_completion_samples_print_the_article_on_one_line(capsys):
     prompts = [f"Summarize the following news article.\n\nArticle: {article}\n\nSummary:"] * 4
     completions = ["The council met.", "Cats.", [{"role": "assistant", "content": "A chat reply."}], "x"]
     rewards = {"judge": [-1.5, -2.0, -3.0, -4.0]}
-    extra = {"coherence (gptscore)": [-1.25, -2.0, None, -4.0]}
+    extra = {"judge/coherence (gptscore)": [-1.25, -2.0, None, -4.0]}
     original = grpo_trainer.print_prompt_completions_sample
     with readable_completion_samples():
         assert grpo_trainer.print_prompt_completions_sample is not original
@@ -205,8 +205,8 @@ def test_completion_samples_print_the_article_on_one_line(capsys):
     assert out[1].startswith("  [1] prompt:     Summarize the following news article. Article: word0 word1")
     assert out[1].endswith("(307 words)") and len(out[1]) < 160
     assert out[2] == "      completion: The council met."
-    assert out[3] == "      judge -1.5 | advantage 0.5 | coherence (gptscore) -1.25"
-    assert out[8] == "      completion: A chat reply." and out[9].endswith("coherence (gptscore) None")
+    assert out[3] == "      judge -1.5 | advantage 0.5 | judge/coherence (gptscore) -1.25"
+    assert out[8] == "      completion: A chat reply." and out[9].endswith("judge/coherence (gptscore) None")
     print_completion_samples(prompts, completions, rewards, None, 4, 0, extra)
     print_completion_samples(prompts, completions, rewards, None, 5, 2, extra)
     assert len(capsys.readouterr().out.splitlines()) == 1 + 2 * 3

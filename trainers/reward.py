@@ -45,11 +45,15 @@ class JudgeRewardConfig(RewardConfig):
     """Fall back to the prompt when ``source_column`` is absent; ``False`` makes that an error."""
     name: str | None = None
     """``__name__`` TRL logs the reward under (``rewards/<name>/mean``); default ``judge`` or ``judge_<aspect>``."""
-    log_prefix: str = "judge"
+    log_prefix: str | None = None
     """Prefix of the judge diagnostics sent through ``log_metric`` (latency, per-aspect means and
-    failures, G-Eval mass and entropy, guard penalties). Failed rewards are logged as ``rewards/<name>/failures``."""
+    failures, G-Eval mass and entropy, guard penalties) and of its completions-table columns;
+    default ``name``, else ``judge``. Two reward functions of one trainer need distinct prefixes:
+    TRL averages metrics of one name, and a column written twice keeps the later values. Failed
+    rewards are logged as ``rewards/<name>/failures``."""
     log_columns: bool = True
-    """Add per-aspect scores, guard penalties and failure reasons to the completions table through ``log_extra``."""
+    """Add per-aspect scores, guard penalties and failure reasons to the completions table through
+    ``log_extra`` (columns ``<prefix>/<aspect> (<method>)``, ``<prefix>/guard <name>``, ``<name> failure``)."""
 
     @classmethod
     def from_judge(cls, judge: Judge, **overrides) -> "JudgeRewardConfig":
@@ -144,6 +148,7 @@ class JudgeReward:
         if part is not None:
             default_name = f"judge_{part}"
         self.__name__ = self.config.name or default_name
+        self.log_prefix = self.config.log_prefix or self.config.name or "judge"
         self.scorer = scorer or BatchScorer(self.reward)
         self.failures: Counter[str] = Counter()
         self.calls = 0
@@ -254,7 +259,7 @@ class JudgeReward:
 
     def metrics(self, results: list[RewardResult], rewards: list, seconds: float | None) -> dict[str, float]:
         """Scalar diagnostics of one call (what goes to ``log_metric``)."""
-        p, n = self.config.log_prefix, len(rewards)
+        p, n = self.log_prefix, len(rewards)
         failed = sum(r is None for r in rewards)
         out = {  # beside TRL's own rewards/<name>/mean and /std
             f"rewards/{self.__name__}/failures": float(failed),
@@ -297,10 +302,10 @@ class JudgeReward:
                 self.record_metric(name, value)
         if log_extra is not None and self.config.log_columns:
             for a in self.aspects:
-                log_extra(f"{a.name} ({self.method_name})", [r.scores[a.name].value if a.name in r.scores else None for r in results])
+                log_extra(f"{self.log_prefix}/{a.name} ({self.method_name})", [r.scores[a.name].value if a.name in r.scores else None for r in results])
             if self.part in (None, GUARDS_PART):
                 for name in self.reward.guards.enabled:
-                    log_extra(f"guard {name}", [r.components.get(f"guard/{name}") for r in results])
+                    log_extra(f"{self.log_prefix}/guard {name}", [r.components.get(f"guard/{name}") for r in results])
             log_extra(f"{self.__name__} failure", reasons)
 
     def record_metric(self, name: str, value: float) -> None:
