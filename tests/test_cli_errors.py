@@ -334,6 +334,13 @@ def test_label_pairs_rows_and_options_before_loading(tmp_path):
     assert "--limit: expected a whole number >= 1, got -1" in error("label-pairs", rows, "--out", out, "--limit", -1)
     assert "--generate-model" in error("label-pairs", rows, "--out", out, "--generate-model", tmp_path / "none")
     assert "unknown aspect 'coherense'" in error("label-pairs", rows, "--out", out, "--aspects", "coherense")
+    chat = json.dumps({"prompt": [{"role": "user", "content": "p"}], "completions": ["a", "b"], "source": "s"})
+    write(rows, chat + "\n" + json.dumps({"prompt": "p", "completions": ["a", "b"], "source": "s"}) + "\n")
+    mixed = f"{rows}: rows[1].prompt: text, but rows[0].prompt is chat messages; a pair dataset holds one prompt format"
+    assert mixed in error("label-pairs", rows, "--out", out)
+    (tmp_path / "policy").mkdir()
+    write(tmp_path / "policy" / "config.json", "{}")  # a model folder that would fail to load
+    assert mixed in error("label-pairs", rows, "--out", out, "--generate-model", tmp_path / "policy")
 
 
 # -- audit -------------------------------------------------------------------------------------------

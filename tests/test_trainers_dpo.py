@@ -107,6 +107,9 @@ def test_conversational_prompts_give_assistant_turns_and_bad_rows_are_named():
     assert data[0]["chosen"][0]["role"] == "assistant" and data[0]["chosen"][0]["content"] in rows[0]["completions"]
     with pytest.raises(ValueError, match=r"rows\[0\].completions: expected a list of candidate completions"):
         label_pairs(judge, [{"prompt": "p", "completions": "just one"}], progress=False)
+    with pytest.raises(ValueError, match=r"rows\[1\].prompt: text, but rows\[0\].prompt is chat messages; a pair "
+                                         r"dataset holds one prompt format"):  # was an Arrow error after judging
+        label_pairs(judge, [rows[0], {"prompt": ARTICLE, "completions": ["a", "b"]}], progress=False)
     with pytest.raises(ValueError, match=r"rows\[1\].prompt: required column is missing"):
         label_pairs(judge, [rows[0], {"completions": ["a", "b"]}], progress=False)
     with pytest.raises(ValueError, match=r"rows\[0\].human\[1\]: expected a number"):

@@ -96,7 +96,7 @@ def label_pairs_command(
     from judge_reward import Judge
     from judge_reward.judge import JudgeConfig
 
-    from .pairs import PairLabelConfig, check_row, generate_candidates, label_pairs
+    from .pairs import PairLabelConfig, check_prompt_formats, check_rows, generate_candidates, label_pairs
     from .reward import JudgeRewardConfig
 
     if limit is not None and limit < 1:
@@ -117,12 +117,13 @@ def label_pairs_command(
         human_column=human_column, mode=mode, pairs=pairs, min_margin=min_margin, swap=swap,
         require_agreement=require_agreement, reward=reward,
     )
-    try:
-        for k, row in enumerate(rows):  # every row, before the model loads
-            if generate_model is None:
-                check_row(cfg, row, k)
-            elif not isinstance(row, dict) or prompt_column not in row:
+    try:  # every row, before the model loads
+        if generate_model is None:
+            check_rows(cfg, rows)
+        for k, row in enumerate(rows):
+            if not isinstance(row, dict) or prompt_column not in row:
                 raise ValueError(f"rows[{k}].{prompt_column}: required column is missing")
+        check_prompt_formats(cfg, [row[prompt_column] for row in rows])
     except (TypeError, ValueError) as err:
         raise UserError(f"{input}: {err}") from None
     if mode == "pointwise":

@@ -131,6 +131,23 @@ def check_row(config: PairLabelConfig, row: Any, index: int) -> tuple[Any, list,
     return prompt, texts, source, reference, human
 
 
+def check_rows(config: PairLabelConfig, rows: Sequence[Any]) -> list[tuple]:
+    """Every row checked with :func:`check_row`, and one prompt format for all (a pair dataset is one
+    Arrow table: text and chat prompts cannot share its column)."""
+    checked = [check_row(config, row, n) for n, row in enumerate(rows)]
+    check_prompt_formats(config, [prompt for prompt, *_rest in checked])
+    return checked
+
+
+def check_prompt_formats(config: PairLabelConfig, prompts: Sequence[Any]) -> None:
+    kind = {True: "text", False: "chat messages"}
+    for n, prompt in enumerate(prompts):
+        if isinstance(prompt, str) != isinstance(prompts[0], str):
+            raise ValueError(f"rows[{n}].{config.prompt_column}: {kind[isinstance(prompt, str)]}, but "
+                             f"rows[0].{config.prompt_column} is {kind[isinstance(prompts[0], str)]}; "
+                             "a pair dataset holds one prompt format")
+
+
 class PairLabeler:
     """Scores candidates with a judge and picks preference pairs (see :func:`label_pairs`)."""
 
@@ -153,9 +170,6 @@ class PairLabeler:
             self.aspect = judge.aspect_set.get(self.config.pairwise_aspect)
 
     # -- input checks ----------------------------------------------------------------------------
-
-    def _row(self, row: dict, index: int) -> tuple[Any, list, str, str | None, list[float] | None]:
-        return check_row(self.config, row, index)
 
     # -- scoring ----------------------------------------------------------------------------------
 
@@ -267,7 +281,7 @@ class PairLabeler:
 
     def label(self, rows: Sequence[dict], progress: bool = True) -> list[dict]:
         c = self.config
-        checked = [self._row(row, n) for n, row in enumerate(rows)]
+        checked = check_rows(c, rows)
         out = []
         bar = tqdm(total=len(checked), desc=f"label pairs ({c.mode})", unit="row", disable=not progress or None)
         for lo in range(0, len(checked), c.chunk_rows):
