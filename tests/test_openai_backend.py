@@ -520,6 +520,22 @@ def test_close_with_a_call_in_flight_does_not_hang_the_caller():
         t.join(2)
         assert not t.is_alive(), "the caller still waits on a loop that close() stopped"
         assert isinstance(got.get("error"), BackendError) and "closed" in str(got["error"])
+        stats = b.stats()  # the input is accounted for: counted, and failed as cancelled
+        assert (stats["inputs"], stats["succeeded"], stats["failed"], stats["failures"]) == (1, 0, 1, {"cancelled": 1})
+
+
+def test_a_pickled_backend_counts_its_own_calls_from_zero():
+    import pickle
+
+    with FakeOpenAIServer() as s:
+        b = OpenAIBackend(OpenAIBackendConfig(model="fake", base_url=s.base_url))
+        assert b.candidate_logprobs([CandidateRequest(SLOT, tuple("12345"))])[0].error is None
+        copy = pickle.loads(pickle.dumps(b))
+        assert b.stats()["inputs"] == 1 and copy.stats()["inputs"] == 0
+        assert copy.candidate_logprobs([CandidateRequest(SLOT, tuple("12345"))])[0].error is None
+        assert (copy.stats()["inputs"], copy.stats()["succeeded"], b.stats()["inputs"]) == (1, 1, 1)
+        copy.close()
+        b.close()
 
 
 def test_a_429_for_an_account_out_of_credit_is_not_retried():

@@ -22,7 +22,7 @@ from ..retry import Backoff, Failure, parse_retry_after, retry_async
 FAILURE_KINDS = (
     "timeout", "connection", "rate_limited", "server_error", "client_error",
     "malformed", "no_logprobs", "unsupported", "internal",
-)
+)  # and "cancelled" in stats: inputs of a call that close() ended
 
 
 @dataclass
@@ -172,6 +172,7 @@ class _Transport:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self._stats = BackendStats()  # a copy counts its own calls, from zero
         self._stats_lock = threading.Lock()
         self._loop_lock = threading.Lock()
         self._fresh_connections()
