@@ -232,6 +232,8 @@ def run_audit(
             results[level][score_name] = analyse(rows, stats_config)
             if score_name == MEAN:
                 exclusions[level] = excl
+            elif len(per_score) > 1:  # an aspect can lose rows the mean keeps (its own failures)
+                exclusions[level].setdefault("excluded_by_failure_per_aspect", {})[score_name] = excl["excluded_by_failure"]
     t_done = time.perf_counter()
 
     method = getattr(getattr(judge, "config", None), "method", "unknown")

@@ -32,6 +32,8 @@ def flatten_report(report: dict) -> dict[str, float]:
     walk("audit", report["results"])
     walk("audit/human_agreement", report["human_agreement"])
     walk("audit/runtime", {k: v for k, v in report["runtime"].items() if k != "judge_stats"})
+    walk("audit/exclusions", report.get("exclusions", {}))
+    flat["audit/failures_total"] = float(sum(report.get("failures", {}).values()))
     return flat
 
 
@@ -62,7 +64,8 @@ def log_audit(report: dict, paths: dict, config) -> dict:
                            s["length_controlled_difference"]["value"], s["paired_test"]["p_value"],
                            s["judge_prefers_llm"]["value"])
         run.log({**flat, "audit/figure": wandb.Image(str(paths["figure"])), "audit/categories": table})
-        run.summary.update({**flat, "audit/verdict": json.dumps(report["verdict"], default=str)})
+        run.summary.update({**flat, "audit/verdict": json.dumps(report["verdict"], default=str),
+                            "audit/failures": json.dumps(report.get("failures", {}))})  # by reason
         info = {"run_id": run.id, "mode": run.settings.mode, "dir": str(Path(run.dir).parent)}
     finally:
         run.finish()

@@ -126,6 +126,34 @@ def test_a_failed_judgement_is_left_out_and_counted_never_scored_zero():
     assert bad[0]["score"] is None and "empty text" in bad[0]["failure"]
 
 
+def test_rows_an_aspect_lost_to_its_own_failures_are_counted_per_aspect(monkeypatch):
+    """The mean fails with any aspect, so each aspect keeps at least the mean's rows; what each lost
+    is recorded (it was only visible as a smaller n)."""
+    from bias_audit.scoring import TextScore
+
+    study = _small_study()
+    broken = study.writer_summaries[("a0", "w0")]
+
+    def fluency_fails_once(judge, texts, **kwargs):
+        out = {}
+        for source, output in dict.fromkeys(texts):
+            n = float(n_words(output))
+            bad = output == broken
+            out[(source, output)] = TextScore(None if bad else n, {"coherence": n, "fluency": None if bad else n},
+                                              "fluency: backend: timeout" if bad else None)
+        return out, Counter({"fluency: backend: timeout": 1})
+
+    judge = CountingLengthJudge()
+    judge.aspects = load_aspects("summeval").select(["coherence", "fluency"])
+    monkeypatch.setattr("bias_audit.audit.score_texts", fluency_fails_once)
+    report = run_audit(AuditConfig(stats={"n_resamples": 200, "n_permutations": 200}), judge=judge, study=study,
+                       progress=False)
+    excl = report["exclusions"]["judgement"]
+    assert excl["excluded_by_failure"] == 3
+    assert excl["excluded_by_failure_per_aspect"] == {"coherence": 0, "fluency": 3}
+    assert report["results"]["judgement"]["coherence"]["n"] == 27 and report["results"]["judgement"]["fluency"]["n"] == 24
+
+
 def test_an_audit_whose_every_judgement_failed_names_the_failures(tmp_path, monkeypatch):
     """Nothing left to analyse: one clear line with the failure reasons (not a bare ValueError)."""
     from bias_audit.scoring import TextScore
@@ -172,6 +200,8 @@ def test_audit_logs_every_number_to_wandb_offline(tmp_path, offline_wandb):
     table = json.loads((runs[0] / "files" / row["audit/categories/path"]).read_text())
     assert [r[0] for r in table["data"]] == ["Human summary better", "GPT-3.5 summary better", "Equally good"]
     assert logged["summary"]["audit/judgement/mean/n"] == 27
+    assert logged["summary"]["audit/failures_total"] == 0 and logged["summary"]["audit/failures"] == "{}"
+    assert logged["summary"]["audit/exclusions/judgement/excluded_by_failure"] == 0
     # audit.json records where the run went.
     assert json.loads((tmp_path / "r" / "audit.json").read_text())["wandb"]["run_id"] == report["wandb"]["run_id"]
 
