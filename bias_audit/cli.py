@@ -50,6 +50,8 @@ def audit_command(
             cfg.data = str(data)
         if aspects:
             cfg.aspects = [a.strip() for a in aspects.split(",") if a.strip()]
+        if cache and no_cache:
+            raise UserError(f"--cache {cache} and --no-cache: give one of them")
         if cache:
             cfg.cache = str(cache)
         elif cfg.cache is None and not no_cache:

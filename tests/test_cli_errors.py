@@ -365,6 +365,8 @@ def test_audit_judge_and_out_mistakes_before_the_data_and_the_model(tmp_path):
     afile = write(tmp_path / "afile", "")
     assert f"--out {afile}: is a file, not a folder" in error("audit", "--out", afile)
     assert f"cache {tmp_path}: is a folder" in error("audit", "--out", tmp_path / "o", "--cache", tmp_path)
+    assert "--cache c.sqlite and --no-cache: give one of them" in error("audit", "--out", tmp_path / "o", "--cache",
+                                                                        "c.sqlite", "--no-cache")
 
 
 # -- serve -------------------------------------------------------------------------------------------
