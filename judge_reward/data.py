@@ -14,9 +14,10 @@ When nothing matches, :class:`DataNotFoundError` lists every path that was tried
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from .aspects import ConfigError
 
@@ -86,3 +87,22 @@ def read_data_text(path: Path, error: Callable[[str], Exception] = ValueError) -
         raise error(f"{path}: not valid UTF-8 (byte 0x{err.object[err.start]:02x} at offset {err.start})") from None
     except OSError as err:
         raise error(f"{path}: cannot read ({err.strerror or err})") from None
+
+
+def read_json(path: Path, error: Callable[[str], Exception] = ValueError) -> Any:
+    """A JSON data file (read as :func:`read_data_text` does); bad JSON raises ``error`` naming the
+    file, line and column."""
+    try:
+        return json.loads(read_data_text(path, error))
+    except json.JSONDecodeError as err:
+        raise error(f"{path}:{err.lineno}: not valid JSON ({err.msg} at column {err.colno})") from None
+
+
+def read_json_list(path: Path, error: Callable[[str], Exception] = ValueError) -> list:
+    """A JSON file holding a non-empty list of records."""
+    data = read_json(path, error)
+    if not isinstance(data, list):
+        raise error(f"{path}: expected a JSON list of records, got {type(data).__name__}")
+    if not data:
+        raise error(f"{path}: no records")
+    return data

@@ -37,7 +37,7 @@ from judge_reward.config import (
     read_yaml,
     resolve_config_path,
 )
-from judge_reward.data import DataNotFoundError, read_data_text, resolve_data_path
+from judge_reward.data import DataNotFoundError, read_data_text, read_json_list, resolve_data_path
 
 from .policy import PolicyConfig
 from .reward import JudgeRewardConfig
@@ -166,13 +166,7 @@ def _read_data_text(path: Path, field: str) -> str:
 
 def _read_records(path: Path) -> list:
     """SummEval's JSON list of records, with every mistake a ConfigError naming ``data.summeval`` and the file."""
-    try:
-        records = json.loads(_read_data_text(path, "data.summeval"))
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"data.summeval: {path}:{err.lineno}: not valid JSON ({err.msg} at column {err.colno})") from None
-    if not isinstance(records, list):
-        raise ConfigError(f"data.summeval: {path}: expected a JSON list of records, got {type(records).__name__}")
-    return records
+    return read_json_list(path, lambda message: ConfigError(f"data.summeval: {message}"))
 
 
 def load_prompts(data: DataConfig) -> list[dict]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..data import read_data_text
+from ..data import read_data_text, read_json, read_json_list
 from ..methods.base import Item
 
 SUMMEVAL_ASPECTS = ("coherence", "consistency", "fluency", "relevance")
@@ -146,20 +146,11 @@ def _read_text(path: Path) -> str:
 
 
 def _read_json(path: Path) -> Any:
-    text = _read_text(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DatasetError(f"{path}: not valid JSON ({err})") from None
+    return read_json(path, DatasetError)
 
 
 def _read_json_list(path: Path) -> list:
-    data = _read_json(path)
-    if not isinstance(data, list):
-        raise DatasetError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
-    if not data:
-        raise DatasetError(f"{path}: no records")
-    return data
+    return read_json_list(path, DatasetError)
 
 
 def _record(rec: Any, where: str) -> dict:
