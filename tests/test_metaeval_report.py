@@ -115,3 +115,24 @@ def test_input_errors_name_the_problem():
         MetaEvalConfig(levels=("document",))
     with pytest.raises(ValueError, match="systems: 3 values for 50 items"):
         evaluate(metrics, human, groups, ["a", "b", "c"])
+
+
+def test_an_interval_from_fewer_resamples_says_how_many():
+    """Three documents, two with a constant judge: a resample of only those has no sample-level
+    correlation. The interval comes from the rest, and the report says so instead of hiding it."""
+    rng = np.random.default_rng(1)
+    groups = np.repeat(["d0", "d1", "d2"], 5).tolist()
+    human = {"fluency": rng.normal(size=15).tolist()}
+    judge = [3.0] * 10 + rng.normal(size=5).tolist()  # d0 and d1 constant
+    cfg = MetaEvalConfig(n_bootstrap=200, levels=("sample",), methods=("spearman",))
+    report = evaluate({"judge": {"fluency": judge}}, human, groups, None, cfg, "toy")
+    cell = report.result("judge", "fluency").get("sample", "spearman")
+    assert 0 < cell.ci_resamples < 200  # ~ (2/3)^3 of the draws hold no d2
+    assert report.to_dict()["results"][0]["cells"][0]["ci_resamples"] == cell.ci_resamples
+    console = Console(record=True, width=200)
+    report.render(console)
+    text = console.export_text()
+    assert f"{cell.value:.3f} [{cell.ci_low:.3f}, {cell.ci_high:.3f}]*" in text
+    assert f"* interval from fewer than 200 resamples (as few as {cell.ci_resamples})" in text
+    full = evaluate({"judge": {"fluency": rng.normal(size=15).tolist()}}, human, groups, None, cfg, "toy")
+    assert full.result("judge", "fluency").get("sample", "spearman").ci_resamples == 200

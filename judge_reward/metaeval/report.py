@@ -66,6 +66,10 @@ class Cell:
     ci_low: float = math.nan
     ci_high: float = math.nan
     n: int = 0
+    ci_resamples: int = 0
+    """Bootstrap resamples the interval is the percentile of: those whose correlation was defined
+    (a resample of few documents can hold one whose scores are all equal); fewer than
+    ``n_bootstrap`` is marked in the printed table."""
 
 
 @dataclass
@@ -187,9 +191,15 @@ class MetaEvalReport:
                 for level in self.config.levels:
                     cells = [r.get(level, m) for m in self.config.methods]
                     table.add_row(
-                        r.metric, level, *(_fmt_cell(c, with_ci) for c in cells), str(cells[0].n), str(r.dropped)
+                        r.metric, level, *(_fmt_cell(c, with_ci, self.config.n_bootstrap) for c in cells),
+                        str(cells[0].n), str(r.dropped),
                     )
             console.print(table)
+        short = [c for r in self.results for c in r.cells
+                 if with_ci and not math.isnan(c.ci_low) and c.ci_resamples < self.config.n_bootstrap]
+        if short:
+            console.print(f"* interval from fewer than {self.config.n_bootstrap} resamples (as few as "
+                          f"{min(c.ci_resamples for c in short)}): the others had an undefined correlation")
         for c in self.comparisons:
             w, pb = c.williams, c.paired_bootstrap
             line = f"{c.aspect}: {c.metric_a} vs {c.metric_b}: Williams t={w.t:.2f} p={w.p_value:.3g} (n={w.n})"
@@ -200,12 +210,13 @@ class MetaEvalReport:
             console.print(line)
 
 
-def _fmt_cell(c: Cell, with_ci: bool) -> str:
+def _fmt_cell(c: Cell, with_ci: bool, n_bootstrap: int = 0) -> str:
     if math.isnan(c.value):
         return "n/a"
     if not with_ci or math.isnan(c.ci_low):
         return f"{c.value:.3f}"
-    return f"{c.value:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}]"
+    mark = "*" if c.ci_resamples < n_bootstrap else ""
+    return f"{c.value:.3f} [{c.ci_low:.3f}, {c.ci_high:.3f}]{mark}"
 
 
 def _per_aspect(name: str, scores, aspects: Sequence[str], n: int) -> dict[str, Sequence]:
@@ -271,11 +282,12 @@ def evaluate(
                     value = data.statistic(level, method, per_group=per_group)
                     used = _support(data, level, per_group)
                     low = high = math.nan
+                    valid = 0
                     if draws is not None:
                         samples = np.array([data.statistic(level, method, d, per_group) for d in draws])
                         ci = percentile_interval(value, samples, config.confidence)
-                        low, high = ci.low, ci.high
-                    cells.append(Cell(level, method, value, low, high, used))
+                        low, high, valid = ci.low, ci.high, ci.n_resamples
+                    cells.append(Cell(level, method, value, low, high, used, valid))
             results.append(AspectResult(name, aspect, len(data.metric), data.dropped, cells))
 
     comparisons = []
