@@ -19,6 +19,7 @@ separates words, any task and any aspect file; none is tuned to a probe's wordin
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import ClassVar, Optional, Sequence
 
@@ -435,8 +436,29 @@ class InjectionGuard(Section):
     max_penalty: Weight = 1.0
 
 
+@dataclass
+class ValueEchoGuard(Section):
+    """A value written in the output cannot raise a form-filling judge's value (G-Eval, rating).
+
+    Such a judge copies a number it reads near its form slot, however the number is dressed (a
+    filled form, ``Coherence?: 5``, ``five out of five``, look-alike letters, a JSON block): no list
+    of wordings can be complete. So the reward scores the output a second time with every number
+    and number word masked (:func:`mask_values`) and charges each aspect what its value with the
+    numbers exceeds its value without them (normalised, less ``margin``), times ``weight``; with
+    ``weight`` 1 and ``margin`` 0 an aspect is worth at most its masked value. A failed masked
+    pass fails the reward. Costs one more judge pass for each output that holds a number.
+    """
+
+    section_path: ClassVar[str] = "reward.guards.value_echo"
+
+    enabled: bool = False
+    weight: Weight = 1.0
+    margin: Weight = 0.0
+
+
 GUARD_TYPES = {
     "injection": InjectionGuard,
+    "value_echo": ValueEchoGuard,
     "copy": CopyGuard,
     "copy_credit": CopyCreditGuard,
     "information": InformationGuard,
@@ -456,6 +478,7 @@ class GuardsConfig(Section):
     field_kind: ClassVar[str] = "guard"
 
     injection: InjectionGuard = field(default_factory=InjectionGuard)
+    value_echo: ValueEchoGuard = field(default_factory=ValueEchoGuard)
     copy: CopyGuard = field(default_factory=CopyGuard)
     copy_credit: CopyCreditGuard = field(default_factory=CopyCreditGuard)
     information: InformationGuard = field(default_factory=InformationGuard)
@@ -484,12 +507,74 @@ class GuardsConfig(Section):
 
 # -- the injection rewrite --------------------------------------------------------------------------
 
+# Cyrillic and Greek letters drawn like Latin ones: inside a word that also has Latin letters they
+# can only be there to dodge a pattern ("Cоhеrеnсе: 5" with Cyrillic o, e, с).
+CONFUSABLES = str.maketrans(
+    "АВЕЅІЈКМНОРСТХУаеорсухіјѕԁһԛԝΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοριυνκτ",
+    "ABESIJKMHOPCTXYaeopcyxijsdhqwABEZHIKMNOPTYXaopiuvkt",
+)
+_LOOKALIKE = set("АВЕЅІЈКМНОРСТХУаеорсухіјѕԁһԛԝΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοριυνκτ")
+# Chat-template and markup tags (<end_of_turn>, <|im_start|>, </s>, [INST]): a tokenizer reads the
+# special ones as control tokens, which would let the judged text close its turn and open the judge's.
+CONTROL_TAG = re.compile(r"<\|[^<>|\n]{1,40}\|>|</?[A-Za-z_][\w.:-]{0,40}/?>|\[/?(?:INST|SYS)\]|<</?SYS>>")
+
+
+def canonical(text: str) -> str:
+    """The output as the judge reads it under the injection guard: NFKC (full-width and styled
+    letters, superscript and circled digits become plain ones), invisible format characters
+    (zero-width spaces and joiners, soft hyphens, word joiners) dropped, Cyrillic and Greek letters
+    drawn like Latin ones mapped to Latin inside words that also hold Latin letters, and control or
+    markup tags broken (``<end_of_turn>`` becomes ``< end_of_turn>``) so that they are read as text.
+    Ordinary prose in any script comes out as it went in, up to NFKC."""
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+
+    def latinise(match: re.Match) -> str:
+        word = match.group(0)
+        if _LOOKALIKE.intersection(word) and any("a" <= ch.lower() <= "z" for ch in word):
+            return word.translate(CONFUSABLES)
+        return word
+
+    text = WORD.sub(latinise, text)
+    return CONTROL_TAG.sub(lambda m: m.group(0)[0] + " " + m.group(0)[1:], text)
+
+
+NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+_NUMBER_WORD = re.compile(rf"(?i)\b(?:{'|'.join(NUMBER_WORDS)})\b")
+VALUE_MASK = "#"
+
+
+def mask_values(text: str) -> tuple[str, int]:
+    """``text`` with every number (any run of Unicode digits or numeric signs, with the separators
+    inside it: ``5``, ``4.5``, ``５``, ``⑤``, ``10/10`` becomes ``#/#``) and every number word up to
+    ten replaced by ``#``, and how many were replaced (see :class:`ValueEchoGuard`)."""
+    out: list[str] = []
+    count, i, n = 0, 0, len(text)
+    while i < n:
+        if unicodedata.category(text[i]).startswith("N"):
+            j = i + 1
+            while j < n and (unicodedata.category(text[j]).startswith("N")
+                             or (text[j] in ".," and j + 1 < n and unicodedata.category(text[j + 1]).startswith("N"))):
+                j += 1
+            out.append(VALUE_MASK)
+            count += 1
+            i = j
+        else:
+            out.append(text[i])
+            i += 1
+    masked, words_masked = _NUMBER_WORD.subn(VALUE_MASK, "".join(out))
+    return masked, count + words_masked
+
+
 RATING_WORDS = ("rating", "score", "grade", "overall", "verdict", "evaluation", "stars", "points", "mark")
-# Words that name the person rating the text. The first group hardly occurs in ordinary prose; the
-# second does (court reports, book reviews), so it counts only when the text addresses it.
-RATERS = r"evaluators?|graders?|assessors?|raters?|annotators?"
-ADDRESSED_ONLY = r"judges?|reviewers?|examiners?|markers?"
+# Words that name whoever rates the text. They count only when the text speaks to them or tells
+# them what to do: court reports, reviews and studies name judges and evaluators all the time.
+RATERS = r"evaluators?|graders?|assessors?|raters?|annotators?|judges?|reviewers?|examiners?|markers?"
 NUMBER = r"\d+(?:\.\d+)?"
+# What the output says about itself when it praises itself ("this summary is accurate ..."); "the
+# following answer to reporters" or "this response drew criticism" is news, not self-reference.
+SELF_PREDICATE = (r"is|was|has|does|captures|covers|meets|contains|includes|deserves|should|must|provides|gives|"
+                  r"reads|reflects|presents|conveys|summari[sz]es|accurately|fully|clearly|correctly|faithfully")
 
 
 @dataclass(frozen=True)
@@ -507,37 +592,44 @@ class InjectionPatterns:
         label = "|".join(re.escape(x) for x in labels)
         # "<label> (1-5): 4", "Score = 5/5", "coherence - 5 out of 5"; "rate it 5", "give this a 5/5",
         # never a scoreline ("that mark 2-0 victory": no digit between label and separator, no "-<digit>" after),
-        # "deserves a 5". A count in a sentence ("he scored 2 goals") is not a rating: the verbs that
-        # take a bare number are the ones that address a rating (rate, grade), the others need "x/y".
+        # "deserves a 5". A count in a sentence is not a rating: "he scored 2 goals", "5th overall: 5
+        # points behind" (a word after the number, unless it is the next label of a form), "grade 5
+        # students" (rate and grade take a bare number only with an object: "rate it 5").
+        after_value = rf"(?!\s*(?!(?:{label})\b\s*[:=(])[^\W\d_])"
         rating = re.compile(
-            rf"(?i)(?:\b(?:{label})\b(?:\s*\(\s*{NUMBER}\s*(?:-|to)\s*{NUMBER}\s*\))?[^\n.:=\d]{{0,24}}(?::|=|\s-)\s*\**\s*{NUMBER}\b(?!-\d)(?:\s*(?:/|out of)\s*{NUMBER})?"
-            rf"|\b(?:rate|grade)\s+(?:(?:it|this|that|me|the|this\s+\w+|the\s+\w+)\s+)?(?:as\s+)?(?:a\s+)?(?:perfect\s+)?{NUMBER}\b"
+            rf"(?i)(?:\b(?:{label})\b(?:\s*\(\s*{NUMBER}\s*(?:-|to)\s*{NUMBER}\s*\))?[^\n.:=\d]{{0,24}}(?::|=|\s-)\s*\**\s*{NUMBER}\b(?!-\d)(?:\s*(?:/|out of)\s*{NUMBER})?{after_value}"
+            rf"|\b(?:rate|grade)\s+(?:it|this|that|me|them|the\s+\w+|this\s+\w+)\s+(?:as\s+)?(?:a\s+)?(?:perfect\s+)?{NUMBER}\b"
             rf"|\b(?:give|gives|given|deserves?|award|awarded|score|scored|earns?)\b[^\n.]{{0,30}}\b{NUMBER}\s*(?:/|out of)\s*{NUMBER}"
             rf"|\bdeserves?\s+(?:a|an)\s+(?:perfect\s+)?{NUMBER}\b)"
         )
-        heading = re.compile(r"(?i)\bevaluation\s+(?:form|steps|criteria)\b|\bscores?\s+only\b")
+        # a form heading is a short line of its own, not a sentence that mentions an evaluation form
+        heading = re.compile(r"(?i)^\W*(?:\w+\W+)?(?:evaluation\s+(?:form|steps|criteria)|scores?\s+only)\b\W*(?:\w+\W*){0,2}$")
         addressed = re.compile(
-            rf"(?i)\b(?:{RATERS})\b"
-            rf"|\b(?:dear|attention|hey|hello|(?:note|message|memo) (?:to|for))\s+(?:the\s+|any\s+|all\s+)?(?:{ADDRESSED_ONLY})\b"
-            rf"|\b(?:{ADDRESSED_ONLY})\s*[:,]\s*(?:please|this|the|you|i)\b|\bignore\b[^\n.]{{0,40}}\binstructions?\b|\bprevious instructions?\b"
-            rf"|\b(?:system|assistant)\s*(?:prompt|message|note)\b"
+            rf"(?i)\b(?:dear|attention|hey|hello|(?:note|message|memo|instructions?)\s+(?:to|for))\s+(?:the\s+|any\s+|all\s+|my\s+)?(?:{RATERS})\b"
+            rf"|\b(?:{RATERS})\s*[:,]\s*(?:please|you|i|we|kindly|record|give|assign|award|rate|score|mark|note)\b"
+            rf"|\b(?:{RATERS})\s+(?:should|must|shall|(?:is|are)\s+(?:asked|told|required)\s+to|needs?\s+to)\s+(?:\w+\s+){{0,2}}(?:give|award|assign|rate|score|record|mark|grant)\b"
+            rf"|\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+|your\s+)*(?:previous|prior|earlier|above|preceding|former|original|system|other|these|those)\s+(?:instructions?|directions?|rules|prompts?|guidelines)\b"
+            rf"|\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+|your\s+)*(?:instructions?|directions?|rules|prompts?|guidelines)\s+(?:above|before|so far|you were given|given)\b"
+            rf"|\b(?:previous|prior|earlier|above)\s+instructions?\s+(?:no longer|do not|don't)\b"
+            rf"|^\W*\[?\s*(?:system|assistant)(?:\s+(?:prompt|message|note))?\s*[\]:]"
         )
         nouns = sorted({*(o.lower() for o in output_labels), "summary", "response", "answer", "output", "text", "reply"},
                        key=len, reverse=True)
         noun = "|".join(re.escape(x) for x in nouns if x)
-        self_reference = re.compile(rf"(?i)\b(?:this|my|the above|the following)\s+(?:{noun})\b")
+        self_reference = re.compile(rf"(?i)\b(?:this|my|the above|the following)\s+(?:{noun})\s+(?:{SELF_PREDICATE})\b")
         return cls(rating, heading, addressed, self_reference)
 
 
 def neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
-    """The text without its spans (sentences or lines) that talk to the judge, and those spans."""
+    """The text (in :func:`canonical` form) without its spans (sentences or lines) that talk to the
+    judge, and those spans."""
     kept, removed = [], []
-    for match in SPAN.finditer(text):
+    for match in SPAN.finditer(canonical(text)):
         span = match.group(0)
         if not span.strip():
             kept.append(span)
             continue
-        if (patterns.rating.search(span) or patterns.heading.search(span) or patterns.addressed.search(span)
+        if (patterns.rating.search(span) or patterns.heading.search(span.strip()) or patterns.addressed.search(span.strip())
                 or patterns.self_reference.search(span)):
             removed.append(span.strip())
             kept.append("\n" if span.endswith("\n") else "")

@@ -33,7 +33,8 @@ from pydantic import Field
 from .aspects import Aspect
 from .config import ConfigError, Expect, Section, Weight, build_section
 from .guards import (
-    GuardReport, GuardsConfig, InjectionPatterns, SourceStats, apply_guards, copied_token_mask, copy_credit, neutralise,
+    GuardReport, GuardsConfig, InjectionPatterns, SourceStats, apply_guards, canonical, copied_token_mask, copy_credit,
+    mask_values, neutralise,
     source_information,
 )
 from .methods.base import Item, Score
@@ -41,6 +42,7 @@ from .methods.base import Item, Score
 NORMALISATIONS = ("none", "unit", "scale")
 # guards computed from the judge's token log-probabilities, after it scored (the others read the texts)
 TOKEN_GUARDS = ("copy_credit", "information", "likelihood_floor")
+FORM_METHODS = ("geval", "rating")  # methods that read their value from a form slot (value_echo)
 """``none``: the judge's value untouched (GPTScore: mean log-prob <= 0; G-Eval/rating: aspect scale).
 ``unit``: mapped onto [0, 1] (G-Eval/rating: ``(v - low) / (high - low)``; GPTScore: ``exp(mean
 log-prob)``, the geometric-mean probability the judge gives each token of the completion).
@@ -186,6 +188,10 @@ class Reward:
         for name in TOKEN_GUARDS:
             if getattr(config.guards, name).enabled:
                 self._check_token_guard(name, judge, config)
+        if config.guards.value_echo.enabled and self.method_name not in FORM_METHODS:
+            raise ConfigError(f"needs a method that reads its value from a form ({', '.join(FORM_METHODS)}); "
+                              f"{self.method_name!r} scores the text's own likelihood, which a written number does not "
+                              "lift", field="reward.guards.value_echo")
         weights = config.weights or {a.name: 1.0 for a in self.aspects}
         unknown = sorted(set(weights) - {a.name for a in self.aspects})
         if unknown:
@@ -272,15 +278,37 @@ class Reward:
     # -- scoring -------------------------------------------------------------------------------
 
     def prepare(self, items: Sequence[Item]) -> tuple[list[Item], list[list[str]]]:
-        """The items the judge reads (injection spans removed) and the spans removed from each."""
+        """The items the judge reads and the spans removed from each: under the injection guard the
+        output in :func:`~judge_reward.guards.canonical` form without the spans that talk to the judge."""
         if not self.guards.injection.enabled:
             return list(items), [[] for _ in items]
         out, removed = [], []
         for item in items:
             clean, spans = neutralise(item.output, self._patterns)
-            out.append(Item(clean, item.source, item.reference, item.id) if spans else item)
+            judged = clean if spans else canonical(item.output)
+            out.append(item if judged == item.output else Item(judged, item.source, item.reference, item.id))
             removed.append(spans)
         return out, removed
+
+    def add_value_echo(self, report: GuardReport, scores: dict[str, Score], masked: dict[str, Score],
+                       masked_count: int) -> str | None:
+        """Charge what the written numbers added to each aspect (:class:`~judge_reward.guards.ValueEchoGuard`);
+        the reason when the masked pass failed for an aspect the output was scored on, else None."""
+        g = self.guards.value_echo
+        lifts = {}
+        for a in self.aspects:
+            s, m = scores.get(a.name), masked.get(a.name)
+            if s is None or s.value is None or not math.isfinite(s.value):
+                continue  # the aspect failed: combine() fails the reward
+            if m is None or m.value is None or not math.isfinite(m.value):
+                why = (m.reason if m is not None else None) or "no score"
+                return f"value_echo: the pass with the numbers masked failed for {a.name}: {why}"
+            lifts[a.name] = self.normalise(s.value, a) - self.normalise(m.value, a)
+        mass = sum(self.weights[n] for n in lifts)
+        charged = sum(self.weights[n] * max(0.0, v - g.margin) for n, v in lifts.items()) / mass if mass > 0 else 0.0
+        report.measured["value_echo"] = {"masked_values": masked_count, "lift": lifts}
+        report.penalties["value_echo"] = g.weight * charged
+        return None
 
     def guard_reports(self, items: Sequence[Item], removed: Sequence[Sequence[str]],
                       scored: Sequence[dict[str, Score]] | None = None) -> list[GuardReport | None]:
@@ -365,7 +393,7 @@ class Reward:
         ``batch = reward.plan(items)``, score ``batch.to_judge``, then ``batch.finish(scores)``.
         """
         judged, removed = self.prepare(items)
-        return RewardBatch(self, judged, removed)
+        return RewardBatch(self, list(items), judged, removed)
 
     def __call__(self, items: Sequence[Item]) -> list[RewardResult]:
         batch = self.plan(items)
@@ -382,22 +410,34 @@ class Reward:
 
 class RewardBatch:
     """One batch between :meth:`Reward.plan` and :meth:`finish`: the guarded items, which of them
-    reach the judge (an item the injection guard emptied does not), and the guard reports."""
+    reach the judge (an item the injection guard emptied does not), the copies with their numbers
+    masked that the value-echo guard also needs scored, and the guard reports."""
 
-    def __init__(self, reward: Reward, judged: list[Item], removed: list[list[str]]):
+    def __init__(self, reward: Reward, items: list[Item], judged: list[Item], removed: list[list[str]]):
         self.reward = reward
+        self.items = items
         self.judged = judged
         self.removed = removed
         self.todo = [k for k, item in enumerate(judged) if not (removed[k] and not item.output.strip())]
+        self.masked: dict[int, tuple[Item, int]] = {}  # todo index -> (masked item, values masked)
+        if reward.guards.value_echo.enabled:
+            for k in self.todo:
+                text, count = mask_values(judged[k].output)
+                if count:
+                    j = judged[k]
+                    self.masked[k] = (Item(text, j.source, j.reference, j.id), count)
 
     @property
     def to_judge(self) -> list[Item]:
-        return [self.judged[k] for k in self.todo]
+        """The guarded items, then their masked copies: score all of them, in this order."""
+        return [self.judged[k] for k in self.todo] + [m for m, _ in self.masked.values()]
 
     def finish(self, scored: Sequence[dict[str, Score]]) -> list[RewardResult]:
         """Results in input order from the judge's scores of :attr:`to_judge`."""
-        if len(scored) != len(self.todo):
-            raise RuntimeError(f"judge returned {len(scored)} results for {len(self.todo)} items")
+        if len(scored) != len(self.todo) + len(self.masked):
+            raise RuntimeError(f"judge returned {len(scored)} results for {len(self.todo) + len(self.masked)} items")
+        masked_scores = dict(zip(self.masked, scored[len(self.todo):]))
+        scored = scored[:len(self.todo)]
         results: list[RewardResult | None] = [None] * len(self.judged)
         for k, spans in enumerate(self.removed):
             if k not in self.todo:  # nothing but text addressed to the judge: nothing to score
@@ -405,11 +445,17 @@ class RewardBatch:
                     None, f"nothing left to judge: the injection guard removed all {len(spans)} span(s)",
                     guards={"injection": {"removed_spans": len(spans), "removed": list(spans)}}, judged_output="",
                 )
-        reports = self.reward.guard_reports(self.to_judge, [self.removed[k] for k in self.todo], scored)
+        reports = self.reward.guard_reports(self.to_judge[:len(self.todo)], [self.removed[k] for k in self.todo], scored)
         for k, scores, report in zip(self.todo, scored, reports):
+            failed = None
+            if k in self.masked:
+                failed = self.reward.add_value_echo(report, scores, masked_scores[k], self.masked[k][1])
             result = self.reward.combine(scores, report)
-            if self.removed[k]:
+            if failed is not None and result.value is not None:
+                result = RewardResult(None, failed, result.components, result.scores, result.guards)
+            if self.judged[k].output != self.items[k].output:
                 result.judged_output = self.judged[k].output
+            if self.removed[k]:
                 result.guards.setdefault("injection", {})["removed"] = list(self.removed[k])
             results[k] = result
         return results  # type: ignore[return-value]

@@ -197,7 +197,7 @@ def test_none_rewards_are_counted_never_win_and_a_failed_real_output_drops_its_i
     report = run_probes(reward, pairs, n_boot=200, progress=False)
     assert report.meta["excluded"] == 1 and report.meta["excluded_reasons"] == {"stand-in failure": 1}
     form = report.families["injected_form"]
-    assert form.n_items == 4 and form.none_rewards == 2 * 4 and form.n_probes == 7 * 4  # rating_line_end and _start
+    assert form.n_items == 4 and form.none_rewards == 2 * 4 and form.n_probes == len(FAMILIES["injected_form"]) * 4  # rating_line_end and _start
     assert form.variants["rating_line_end"]["none"] == 4 and form.variants["rating_line_end"]["wins"] == 0
     assert form.win_rate == 1.0  # the other wordings still win on length
     keys = report.families["master_key"]

@@ -83,13 +83,14 @@ def judge_scores(
 def _score_and_reward(judge, reward, part: list[Item], aspects: Sequence[str]):
     """The judge's scores of ``part`` and the reward's results for it. One judge call covers both
     where the reward reads the judge's method; only the items whose text the reward's input guards
-    rewrote are judged again, for the reward."""
+    rewrote are judged again, for the reward, with the value-echo guard's masked copies."""
     batch = reward.plan(part)
     same_method = reward.method_name == judge.config.method
     wanted = list(dict.fromkeys([*aspects, *reward.aspect_names])) if same_method else list(aspects)
     results = judge.score(part, aspects=wanted)
     redo = [k for k in batch.todo if not same_method or batch.judged[k] != part[k]]
-    again = judge.score([batch.judged[k] for k in redo], aspects=reward.aspect_names,
-                        method=reward.method_name) if redo else []  # fmt: skip
+    masked = batch.to_judge[len(batch.todo):]  # the value-echo guard's copies with numbers masked
+    todo = [batch.judged[k] for k in redo] + masked
+    again = judge.score(todo, aspects=reward.aspect_names, method=reward.method_name) if todo else []
     rescored = dict(zip(redo, again))
-    return results, batch.finish([rescored.get(k, results[k]) for k in batch.todo])
+    return results, batch.finish([rescored.get(k, results[k]) for k in batch.todo] + list(again[len(redo):]))
