@@ -110,20 +110,78 @@ _TOKEN_SPACE = str.maketrans({"\u2581": " ", "\u0120": " ", "\u010a": "\n"})
 _BYTE_TOKEN = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
 
 
-def copied_token_mask(token_texts: Sequence[str], text: str, source: "SourceStats", min_fragment: int) -> list[bool]:
-    """For each token of ``text`` (the judge's tokens, in order), whether it overlaps a verbatim
-    source fragment of at least ``min_fragment`` words (from its first word to its last). Tokens are placed by their
+def copied_token_mask(token_texts: Sequence[str], text: str, source: "SourceStats", min_fragment: int,
+                      near_copy_words: int = 0) -> list[bool]:
+    """For each token of ``text`` (the judge's tokens, in order), whether it overlaps a copy of the
+    source (:func:`copy_spans`: a verbatim fragment of at least ``min_fragment`` words, from its
+    first word to its last, and with ``near_copy_words`` a near copy). Tokens are placed by their
     characters; a byte-fallback token counts as one character."""
-    matches = list(WORD.finditer(text.lower()))
-    # each long fragment covers its characters from its first word to its last (spaces included)
-    spans = [(matches[start].start(), matches[start + n - 1].end())
-             for start, n in fragment_spans([m.group() for m in matches], source.words, source.positions) if n >= min_fragment]
+    spans = copy_spans(text, source, min_fragment, near_copy_words)
     mask, pos = [], 0
     for tok in token_texts:
         end = pos + (1 if _BYTE_TOKEN.match(tok) else len(tok.translate(_TOKEN_SPACE)))
         mask.append(any(a < end and b > pos for a, b in spans))
         pos = end
     return mask
+
+
+# Words for matching copies: a hyphenated word is one word ("Mer-son" reads as "merson"), so that
+# hyphens inserted into copied words do not hide them.
+MATCH_WORD = re.compile(r"\w+(?:[-\u2010\u2011]\w+)*")
+
+
+def match_words(text: str) -> list[re.Match]:
+    return list(MATCH_WORD.finditer(text.lower()))
+
+
+def _key(match: re.Match) -> str:
+    return re.sub(r"[-\u2010\u2011]", "", match.group())
+
+
+def near_copy_spans(output: Sequence[str], source: Sequence[str], index: dict, min_matched: int) -> list[tuple[int, int]]:
+    """(first, last + 1) positions in ``output`` of runs that follow the source with small edits:
+    greedy from the left, a run extends over exact matches and over one edit at a time (a source
+    word or two left out, an output word inserted, or one word replaced) while the next word
+    matches again; it counts when at least ``min_matched`` of its words match. Applied to content
+    words, it finds a source passage rewritten by swapping, dropping or inserting function words
+    and the odd content word (what a verbatim-fragment rule misses)."""
+    spans, i = [], 0
+    while i < len(output):
+        best_matched, best_end = 0, i
+        for j in index.get(output[i], ()):
+            k, m, matched, end = i + 1, j + 1, 1, i + 1
+            while k < len(output):
+                if m < len(source) and output[k] == source[m]:
+                    k, m, matched, end = k + 1, m + 1, matched + 1, k + 1
+                    continue
+                step = next(((dk, dm) for dk, dm in ((0, 1), (0, 2), (1, 0), (1, 1))
+                             if k + dk < len(output) and m + dm < len(source) and output[k + dk] == source[m + dm]), None)
+                if step is None:
+                    break
+                k, m = k + step[0], m + step[1]
+            if matched > best_matched:
+                best_matched, best_end = matched, end
+        if best_matched >= min_matched:
+            spans.append((i, best_end))
+            i = best_end
+        else:
+            i += 1
+    return spans
+
+
+def copy_spans(text: str, source: "SourceStats", min_fragment: int, near_copy_words: int = 0) -> list[tuple[int, int]]:
+    """Character spans of ``text`` (lower-cased) that copy the source: verbatim fragments of at
+    least ``min_fragment`` words, and with ``near_copy_words`` runs of at least that many content
+    words that follow the source with small edits (:func:`near_copy_spans`)."""
+    found = match_words(text)
+    keys = [_key(m) for m in found]
+    spans = [(found[start].start(), found[start + n - 1].end())
+             for start, n in fragment_spans(keys, source.match_keys, source.match_positions) if n >= min_fragment]
+    if near_copy_words:
+        content = [k for k, w in enumerate(keys) if len(w) >= 4 and w not in FUNCTION_WORDS]
+        runs = near_copy_spans([keys[k] for k in content], source.content_keys, source.content_positions, near_copy_words)
+        spans += [(found[content[a]].start(), found[content[b - 1]].end()) for a, b in runs]
+    return spans
 
 
 def copy_credit(conditional: Sequence[float], unconditional: Sequence[float], mask: Sequence[bool],
@@ -209,8 +267,10 @@ def unsupported_sentence_share(text: str, source_words: set, min_chars: int, thr
     """Share of the text's content words that sit in *unsupported* sentences, and those sentences.
 
     A sentence is unsupported when it has at least three content words and more than ``threshold``
-    of them are absent from the source. An appended sentence of filler or self-praise hides in the
-    whole-text share (one sentence of four) but stands out alone: nearly all of its words are new.
+    of them are absent from the source, or fewer and none of them in the source (a line such as
+    ``Quality?: #`` or ``- Coherence:``, which says nothing about the source). An appended sentence
+    of filler or self-praise hides in the whole-text share (one sentence of four) but stands out
+    alone: nearly all of its words are new.
     """
     total, unsupported, found = 0, 0, []
     for match in SPAN.finditer(text):
@@ -219,7 +279,8 @@ def unsupported_sentence_share(text: str, source_words: set, min_chars: int, thr
         # the verdict reads only the words that can show grounding (function words are everywhere)
         evidence = content_words(sentence, min_chars, skip_function_words)
         total += len(size)
-        if len(evidence) >= MIN_SENTENCE_CONTENT and sum(w not in source_words for w in evidence) / len(evidence) > threshold:
+        new = sum(w not in source_words for w in evidence)
+        if evidence and (new / len(evidence) > threshold if len(evidence) >= MIN_SENTENCE_CONTENT else new == len(evidence)):
             unsupported += len(size)
             found.append(match.group(0).strip())
     return (unsupported / total if total else 0.0), found
@@ -274,6 +335,11 @@ class CopyCreditGuard(Section):
 
     enabled: bool = False
     min_fragment: PositiveInt = 4
+    near_copy_words: NonNegativeInt = 0
+    """With a positive number, tokens of a near copy count as copied too: a run of at least this
+    many content words (4+ letters, not function words) that follows the source with small edits
+    (a word swapped, dropped or inserted between matches; hyphens inside words ignored). 0: verbatim
+    fragments only."""
     weight: Weight = 1.0
     contrast: bool = False
     """Also take back, on the other tokens, what they are worth without the source (their
@@ -317,6 +383,8 @@ class InformationGuard(Section):
     floor: FiniteFloat = 0.8
     min_fragment: PositiveInt = 4
     """Tokens inside verbatim source fragments of at least this many words count 0."""
+    near_copy_words: NonNegativeInt = 0
+    """Tokens of near copies count 0 too (see ``copy_credit.near_copy_words``)."""
     weight: Weight = 3.0
 
 
@@ -669,6 +737,11 @@ class SourceStats:
         self.words = words(source)
         self.word_set = set(self.words)
         self.positions = word_positions(self.words)
+        # what the copy mask matches against (hyphenated words whole; content words for near copies)
+        self.match_keys = [_key(m) for m in match_words(canonical(source))]
+        self.match_positions = word_positions(self.match_keys)
+        self.content_keys = [w for w in self.match_keys if len(w) >= 4 and w not in FUNCTION_WORDS]
+        self.content_positions = word_positions(self.content_keys)
 
 
 def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, removed_spans: int = 0) -> GuardReport:

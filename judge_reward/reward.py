@@ -332,12 +332,13 @@ class Reward:
         """The guards that read each aspect's token log-probabilities, as weighted means over the
         aspects (every aspect scores the same output tokens after its own instruction)."""
         per_aspect: dict[str, dict[str, float]] = {name: {} for name in TOKEN_GUARDS}
-        masks: dict[int, list[bool]] = {}  # by min_fragment: every aspect scores the same output tokens
+        masks: dict[tuple[int, int], list[bool]] = {}  # every aspect scores the same output tokens
 
-        def copied_mask(token_texts: list[str], min_fragment: int) -> list[bool]:
-            if min_fragment not in masks:
-                masks[min_fragment] = copied_token_mask(token_texts, " " + output.strip(), source, min_fragment)
-            return masks[min_fragment]
+        def copied_mask(token_texts: list[str], min_fragment: int, near_copy_words: int) -> list[bool]:
+            if (min_fragment, near_copy_words) not in masks:
+                masks[min_fragment, near_copy_words] = copied_token_mask(
+                    token_texts, " " + output.strip(), source, min_fragment, near_copy_words)
+            return masks[min_fragment, near_copy_words]
 
         copied = 0.0
         readers = self.guards.reading_unconditional
@@ -359,12 +360,12 @@ class Reward:
                                                       else score.value)
             if self.guards.copy_credit.enabled:
                 g = self.guards.copy_credit
-                m = copied_mask(details["token_texts"], g.min_fragment)
+                m = copied_mask(details["token_texts"], g.min_fragment, g.near_copy_words)
                 copied = sum(m) / len(m) if m else 0.0
                 per_aspect["copy_credit"][a.name] = copy_credit(cond, uncond, m, g.contrast, g.budget_tokens)
             if self.guards.information.enabled:
                 g = self.guards.information
-                m = copied_mask(details["token_texts"], g.min_fragment)
+                m = copied_mask(details["token_texts"], g.min_fragment, g.near_copy_words)
                 per_aspect["information"][a.name] = source_information(cond, uncond, m, g.budget_tokens)
 
         def weighted(values: dict[str, float]) -> float:

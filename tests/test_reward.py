@@ -22,8 +22,8 @@ from judge_reward import ConfigError, Item, Judge, JudgeConfig, load_aspects
 from judge_reward.cli import app
 from judge_reward.guards import (
     GuardsConfig, InjectionPatterns, SourceStats, apply_guards, canonical, content_words, copied_fragments,
-    copied_token_mask, copy_credit, ends_complete, long_copy_share, mask_values, neutralise, novel_word_share,
-    repeated_share, source_information, words,
+    copied_token_mask, copy_credit, copy_spans, ends_complete, long_copy_share, mask_values, match_words,
+    near_copy_spans, neutralise, novel_word_share, repeated_share, source_information, word_positions, words,
 )
 from judge_reward.backends.base import ContinuationRequest
 from judge_reward.methods.base import Score
@@ -123,8 +123,10 @@ def test_grounding_judges_each_sentence_when_asked():
     two = SUMMARY + " The repairs will cost nine million pounds from the transport budget."
     clean = apply_guards(per_sentence, two, stats)
     assert clean.penalties["grounding"] == 0.0 and clean.measured["grounding"]["unsupported_sentences"] == 0
-    # a sentence with under three content words ("Big news indeed.") is too short to judge alone
-    assert apply_guards(per_sentence, SUMMARY + " Big news indeed.", stats).measured["grounding"]["unsupported_sentences"] == 0
+    # a sentence with under three content words is unsupported only when none of them is in the
+    # source: "Big news indeed." and a form line are, "Repairs continue." is not
+    for short, unsupported in (("Big news indeed.", 1), ("Quality?: #", 1), ("Repairs continue.", 0)):
+        assert apply_guards(per_sentence, f"{SUMMARY} {short}", stats).measured["grounding"]["unsupported_sentences"] == unsupported
     with pytest.raises(ConfigError, match=r"grounding\.sentence_threshold"):
         GuardsConfig.from_dict({"grounding": {"enabled": True, "sentence_threshold": 1.5}})
 
@@ -169,6 +171,37 @@ def test_copied_token_mask_follows_the_words_of_long_fragments():
     cond, alone, mask = [-1.0, -2.0, -3.0, -4.0], [-3.0, -1.0, -3.5, -9.0], [True, True, False, False]
     credit = copy_credit(cond, alone, mask, contrast=True)
     assert sum(cond) / 4 - credit == pytest.approx(((-3.0 + 3.5) + (-4.0 + 9.0)) / 4)
+
+
+@pytest.mark.parametrize("rewrite", [
+    # the article's first sentence with function words swapped, dropped, or a word inserted
+    "The council had voted upon Tuesday for closing that old river bridge towards repairs following engineers found cracks.",
+    "City council voted Tuesday close old river bridge repairs after engineers found cracks in steel supports.",
+    "The city council voted swiftly on Tuesday to close the old river bridge for urgent repairs after engineers found cracks.",
+    "The cіty cоuncil vоted on Tuesday to clоse the оld river bridge for repairs",  # Cyrillic letters: canonical form first
+    "The city coun-cil voted on Tues-day to close the old ri-ver bridge for re-pairs.",  # hyphens inside words
+])
+def test_near_copies_of_the_source_count_as_copied(rewrite):
+    stats = SourceStats(ARTICLE)
+    text = canonical(rewrite)
+    words_in = match_words(text)
+    spans = copy_spans(text, stats, 4, near_copy_words=3)
+    covered = sum(any(a <= m.start() < b for a, b in spans) for m in words_in) / len(words_in)
+    assert covered >= 0.8, (rewrite, covered)
+    if rewrite.startswith(("The council had", "City council")):  # verbatim fragments alone miss these
+        assert sum(any(a <= m.start() < b for a, b in copy_spans(text, stats, 4)) for m in words_in) / len(words_in) < 0.5
+
+
+def test_a_summary_in_its_own_words_is_not_a_near_copy():
+    stats = SourceStats(ARTICLE)
+    own = "Cracked steel supports mean drivers face a four-month detour while the bridge is fixed at a cost of nine million."
+    spans = copy_spans(own, stats, 4, near_copy_words=3)
+    assert sum(b - a for a, b in spans) < 0.25 * len(own)
+    # near copies need three content words in the source's order, and at most one edit between matches
+    assert near_copy_spans(list("abcdef"), list("abcdef"), word_positions(list("abcdef")), 3) == [(0, 6)]
+    assert near_copy_spans(list("abXcYd"), list("abcd"), word_positions(list("abcd")), 3) == [(0, 6)]
+    assert near_copy_spans(list("abXYcd"), list("abcd"), word_positions(list("abcd")), 3) == []  # two edits in a row
+    assert near_copy_spans(list("ab"), list("abcd"), word_positions(list("abcd")), 3) == []
 
 
 def test_repetition_counts_runs_of_bare_punctuation():
