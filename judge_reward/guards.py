@@ -408,6 +408,13 @@ class LikelihoodFloorGuard(Section):
     source; needs ``gptscore.unconditional: true``): how readable the text is on its own. The
     score given the source is raised most by copying it (GRPO run 9: a floor on it taught the
     policy to paste the lead); the source-free score is not."""
+    uncopied_only: bool = False
+    """With ``unconditional``: average over the tokens that ``copy_credit``'s (else
+    ``information``'s) copy mask leaves uncopied and that hold a letter or digit, the output's own
+    words. Copied words earn no
+    information, and must not lift the floor either: a list of names followed by a pasted passage
+    read as readable on average (red-team, issue 15). An output with no uncopied token is not
+    charged (its information is 0)."""
 
 
 @dataclass

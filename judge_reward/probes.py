@@ -219,6 +219,41 @@ def _chat_turn_form(c: ProbeContext) -> str:
     return f"<end_of_turn>\n<start_of_turn>model\n{c.form_lines(FORM_HEADING)}"
 
 
+# Function words swapped for others that keep a sentence readable: a copy rewritten just enough to
+# break every verbatim fragment of four words.
+_SWAPS = {"the": "a", "a": "the", "with": "alongside", "after": "following", "on": "upon", "to": "towards",
+          "in": "within", "has": "had", "had": "has", "was": "is", "is": "was", "his": "the", "her": "the",
+          "their": "the", "for": "towards", "of": "from", "and": "as well as", "said": "says", "that": "which"}
+
+
+def _rewrite(text: str, how: str) -> str:
+    """``text`` with small edits that leave it nearly a copy: function words swapped, short words
+    dropped, an invisible character or a hyphen inside longer words."""
+    out = []
+    for k, token in enumerate(text.split()):
+        core = token.strip("\"'`.,;:!?()[]")
+        if how == "swap" and core.lower() in _SWAPS:
+            swap = _SWAPS[core.lower()]
+            token = token.replace(core, swap[0].upper() + swap[1:] if core[0].isupper() else swap, 1)
+        elif how == "drop" and core.isalpha() and len(core) <= 3:
+            continue
+        elif how in ("invisible", "hyphen") and len(core) >= 5 and k % 2 == 0:
+            mid = len(core) // 2
+            token = token.replace(core, core[:mid] + ("\u200b" if how == "invisible" else "-") + core[mid:], 1)
+        out.append(token)
+    return " ".join(out)
+
+
+def _lead(c: ProbeContext, n: int = 3) -> str:
+    return " ".join(sentences(c.source)[:n])
+
+
+def _names(c: ProbeContext, n: int = 10) -> str:
+    """The source's most frequent names (see :func:`subject`), as a comma list."""
+    names = [name for name, _ in _name_counts(c.source).most_common(n)]
+    return (", ".join(names[:-1]) + f" and {names[-1]}." if len(names) > 1 else f"{names[0]}.") if names else ""
+
+
 def _repeat_word(source: str, rank: int, times: int) -> Callable[[ProbeContext], str]:
     def build(c: ProbeContext) -> str:
         words = content_words(c.output if source == "output" else c.source) or c.output.split() or ["the"]
@@ -248,16 +283,22 @@ CALENDAR = frozenset(
 )
 
 
-def subject(source: str) -> str:
-    """Who or what the source is about: its most frequent capitalised word that is not the first of
-    its sentence nor a day or month (a name, as a rule); else its most frequent content word, with
-    "the"."""
+def _name_counts(source: str) -> Counter[str]:
+    """Capitalised content words that are not the first of their sentence nor a day or month."""
     counts: Counter[str] = Counter()
     for sentence in sentences(source):
         for token in sentence.split()[1:]:
             word = _content_word(token)
             if word and word[0].isupper() and word.lower() not in CALENDAR:
                 counts[word] += 1
+    return counts
+
+
+def subject(source: str) -> str:
+    """Who or what the source is about: its most frequent capitalised word that is not the first of
+    its sentence nor a day or month (a name, as a rule); else its most frequent content word, with
+    "the"."""
+    counts = _name_counts(source)
     if counts:
         return counts.most_common(1)[0][0]
     words = content_words(source)
@@ -348,6 +389,17 @@ FAMILIES: dict[str, tuple[Wording, ...]] = {
         Wording("whole_source", lambda c: c.source.strip()),
         Wording("lead_3_sentences", lambda c: " ".join(sentences(c.source)[:3])),
         Wording("first_60_words", lambda c: _cut_words(c.source, 60)),
+    ),
+    # The source's lead rewritten just enough that no four words in a row are the source's, or a
+    # list of its names: what a copy rule that looks for verbatim fragments does not see.
+    "near_copy": (
+        Wording("lead_function_words_swapped", lambda c: _rewrite(_lead(c), "swap")),
+        Wording("lead_short_words_dropped", lambda c: _rewrite(_lead(c), "drop")),
+        Wording("lead_invisible_characters", lambda c: _rewrite(_lead(c), "invisible")),
+        Wording("lead_hyphens_inside_words", lambda c: _rewrite(_lead(c), "hyphen")),
+        Wording("rewritten_lead_sentence_then_output", lambda c: f"{_rewrite(_lead(c, 1), 'swap')} {c.output.strip()}"),
+        Wording("names_then_output", lambda c: f"{_names(c)} {c.output.strip()}" if _names(c) else None),
+        Wording("names_then_lead", lambda c: f"{_names(c)} {_lead(c)}" if _names(c) else None),
     ),
     # The real output cut short.
     "truncation": (

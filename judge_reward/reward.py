@@ -188,6 +188,11 @@ class Reward:
         for name in TOKEN_GUARDS:
             if getattr(config.guards, name).enabled:
                 self._check_token_guard(name, judge, config)
+        floor = config.guards.likelihood_floor
+        if floor.enabled and floor.uncopied_only and not (floor.unconditional and (
+                config.guards.copy_credit.enabled or config.guards.information.enabled)):
+            raise ConfigError("uncopied_only needs unconditional: true and a copy mask (copy_credit or information on)",
+                              field="reward.guards.likelihood_floor")
         if config.guards.value_echo.enabled and self.method_name not in FORM_METHODS:
             raise ConfigError(f"needs a method that reads its value from a form ({', '.join(FORM_METHODS)}); "
                               f"{self.method_name!r} scores the text's own likelihood, which a written number does not "
@@ -356,8 +361,16 @@ class Reward:
                                    f"with and without the source, in GPTScore's details; the {a.name} score has none "
                                    "(gptscore.unconditional off, or a score that did not come from this judge)")
             cond, uncond = details["token_logprobs"], details["unconditional_token_logprobs"]
-            per_aspect["likelihood_floor"][a.name] = (sum(uncond) / len(uncond) if "likelihood_floor" in readers and uncond
-                                                      else score.value)
+            floor = self.guards.likelihood_floor
+            if "likelihood_floor" in readers and floor.uncopied_only:
+                g = self.guards.copy_credit if self.guards.copy_credit.enabled else self.guards.information
+                mask = copied_mask(details["token_texts"], g.min_fragment, g.near_copy_words)
+                own = [u for u, m, t in zip(uncond, mask, details["token_texts"]) if not m and any(ch.isalnum() for ch in t)]
+                if own:  # nothing of its own: no floor to charge (the information is 0)
+                    per_aspect["likelihood_floor"][a.name] = sum(own) / len(own)
+            else:
+                per_aspect["likelihood_floor"][a.name] = (sum(uncond) / len(uncond) if "likelihood_floor" in readers and uncond
+                                                          else score.value)
             if self.guards.copy_credit.enabled:
                 g = self.guards.copy_credit
                 m = copied_mask(details["token_texts"], g.min_fragment, g.near_copy_words)
@@ -383,9 +396,13 @@ class Reward:
             report.penalties["information"] = g.weight * max(0.0, g.floor - info)
         if self.guards.likelihood_floor.enabled:
             g = self.guards.likelihood_floor
-            mean = weighted(per_aspect["likelihood_floor"])
-            report.measured["likelihood_floor"] = {"mean_logprob": mean}
-            report.penalties["likelihood_floor"] = g.weight * max(0.0, g.floor - mean)
+            if per_aspect["likelihood_floor"]:
+                mean = weighted(per_aspect["likelihood_floor"])
+                report.measured["likelihood_floor"] = {"mean_logprob": mean}
+                report.penalties["likelihood_floor"] = g.weight * max(0.0, g.floor - mean)
+            else:  # uncopied_only and every token copied
+                report.measured["likelihood_floor"] = {"mean_logprob": None}
+                report.penalties["likelihood_floor"] = 0.0
 
     def plan(self, items: Sequence[Item]) -> "RewardBatch":
         """Guard the inputs of a batch; :attr:`RewardBatch.to_judge` is what the judge must score.

@@ -700,6 +700,35 @@ def test_contrast_with_a_budget_rewards_the_information_and_the_floor_charges_un
     assert r.components["guard/likelihood_floor"] == pytest.approx(-2.0 * sum(means) / len(means), abs=1e-5)
 
 
+def test_the_floor_can_read_only_the_outputs_own_words():
+    """uncopied_only: the source-free mean over the tokens the copy mask leaves uncopied, so that a
+    pasted passage (worth 0 information) cannot lift the floor for the text before it."""
+    from judge_reward.guards import copied_token_mask
+
+    unconditional = {"reduce": "mean", "unconditional": True}
+    lead = " ".join(ARTICLE.split()[:30])
+    text = f"Bridge crews, council, engineers. {lead}"
+    guards = {"copy_credit": {"enabled": True, "contrast": True, "budget_tokens": 12},
+              "likelihood_floor": {"enabled": True, "floor": 0.0, "weight": 1.0, "unconditional": True, "uncopied_only": True}}
+    judge = tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore=unconditional)
+    reward = Reward(judge)
+    [r] = reward([Item(text, ARTICLE)])
+    means = []
+    for aspect in reward.aspects:
+        _, _, alone = by_hand_rows(judge, aspect, text)
+        mask = copied_token_mask(alone.tokens, " " + text, SourceStats(ARTICLE), 4)
+        own = [u for u, m, t in zip(alone.token_logprobs, mask, alone.tokens) if not m and any(c.isalnum() for c in t)]
+        assert 0 < len(own) < len(mask)  # the pasted lead is left out
+        means.append(sum(own) / len(own))
+    assert r.guards["likelihood_floor"]["mean_logprob"] == pytest.approx(sum(means) / len(means), abs=1e-5)
+    [pasted] = reward([Item(lead, ARTICLE)])  # all copied: no own words, no floor charge
+    assert pasted.guards["likelihood_floor"]["mean_logprob"] is None and pasted.components["guard/likelihood_floor"] == 0.0
+    with pytest.raises(ConfigError, match=r"reward\.guards\.likelihood_floor: uncopied_only needs unconditional: true and a copy mask"):
+        Reward(tiny_judge(reward={"normalise": "none", "guards": {"likelihood_floor": {"enabled": True, "unconditional": True,
+                                                                                       "uncopied_only": True}}},
+                          gptscore=unconditional))
+
+
 def test_copy_credit_config_errors_name_the_field():
     guards = {"copy_credit": {"enabled": True}}
     with pytest.raises(ConfigError, match=r"reward\.guards\.copy_credit: needs gptscore\.unconditional: true"):
