@@ -32,7 +32,6 @@ import yaml
 from _common import data_dir
 
 from judge_reward import JudgeConfig, load_aspects
-from judge_reward.guards import InjectionPatterns, neutralise
 from judge_reward.metaeval.correlation import sample_level
 from judge_reward.methods.base import Item, Score
 from judge_reward.probes import run_probes
@@ -45,7 +44,10 @@ class ReplayJudge:
     """A stand-in judge (what :class:`Reward` accepts) that answers from saved raw scores, keyed by
     (judged text, source)."""
 
-    def __init__(self, config: JudgeConfig, table: dict[tuple[str, str], dict[str, float | None]], model_id: str = ""):
+    def __init__(self, config: JudgeConfig, table: dict[tuple[str, str], dict[str, float | None]], model_id: str = "",
+                 unknown_fails: bool = False):
+        self.unknown_fails = unknown_fails  # a text the saved run never judged: a failed score (else an error)
+        self.unknown = 0
         self.config = config
         self.backend = SimpleNamespace(model_id=f"{model_id}, replayed" if model_id else "replayed")
         self.aspect_set = load_aspects(config.aspects_file)
@@ -56,6 +58,11 @@ class ReplayJudge:
         out = []
         for item in items:
             saved = self.table.get((item.output, item.source))
+            if saved is None and self.unknown_fails:
+                self.unknown += 1
+                out.append({a.name: Score(None, "not judged in the saved run (a wording added since)") for a in self.aspects
+                            if aspects is None or a.name in aspects})
+                continue
             if saved is None:
                 raise KeyError(f"the saved run never judged this text: {item.output[:80]!r}")
             out.append({a: Score(v) if v is not None else Score(None, "failed in the saved run") for a, v in saved.items()
@@ -97,25 +104,26 @@ def replay_probes(args, config: JudgeConfig, section: RewardConfig) -> None:
                            meta.get("max_source_words"))
     source_of = {p.id: p.source for p in pairs}
     original = Reward(ReplayJudge(config, {}), RewardConfig.from_dict(config.reward or {}))
-    patterns = InjectionPatterns.build(
-        [a.title for a in original.judge.aspect_set.aspects.values()] + list(original.judge.aspect_set.aspects),
-        [a.output_label for a in original.judge.aspect_set.aspects.values()])
     table = {}
     for item in saved["items"]:
         source = source_of[item["id"]]
         for text, components in [(item["output"], item["components"]),
                                  *((p["output"], p["components"]) for p in item["probes"])]:
-            judged = neutralise(text, patterns)[0] if original.guards.injection.enabled else text
+            judged = original.prepare([Item(text, source)])[0][0].output  # what the saved run's judge read
             if judged.strip():
                 table[(judged, source)] = {a.name: raw_value(components[f"aspect/{a.name}"], a, original)
                                            for a in original.aspects if f"aspect/{a.name}" in components}
-    reward = Reward(ReplayJudge(config, table, meta.get("reward", {}).get("model", "")), section)
+    judge = ReplayJudge(config, table, meta.get("reward", {}).get("model", ""), unknown_fails=True)
+    reward = Reward(judge, section)
     # the saved run's families: a family added since has no saved scores
     families = list(dict.fromkeys(p["family"] for item in saved["items"] for p in item["probes"]))
     report = run_probes(reward, pairs, families=families, progress=False)
     report.meta.update({k: v for k, v in meta.items() if k not in report.meta or k in ("seconds", "texts_scored")})
     report.meta.update(replayed_from=str(args.probes), guards_changed=args.set)
     print(f"## {meta.get('config')} probes replayed with {' '.join(args.set) or 'the saved reward section'}\n")
+    if judge.unknown:
+        print(f"{judge.unknown} text(s) the saved run never judged (wordings added since, or texts the changed "
+              "guards rewrite) count as no reward\n")
     print(report.to_markdown(args.max_win_rate, variants=False))
     if args.out:
         paths = report.write(Path(args.out), args.max_win_rate)
