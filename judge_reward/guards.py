@@ -309,6 +309,10 @@ class CopyGuard(Section):
 
     enabled: bool = False
     min_fragment: PositiveInt = 20
+    near_copy_words: NonNegativeInt = 0
+    """With a positive number, words of near copies count as copied too: runs of at least this many
+    content words that follow the source with small edits (``copy_credit.near_copy_words``); the
+    share is then taken over match words (a hyphenated word is one). 0: verbatim fragments only."""
     threshold: FractionBelowOne = 0.3
     full_at: Fraction = 1.0
     weight: Weight = 1.0
@@ -760,7 +764,13 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
         report.measured["injection"] = {"removed_spans": removed_spans}
         report.penalties["injection"] = penalty
     if config.copy.enabled and source is not None and source.words:
-        share = long_copy_share(toks, source.words, config.copy.min_fragment, source.positions)
+        if config.copy.near_copy_words:
+            text = canonical(output)
+            found = match_words(text)
+            spans = copy_spans(text, source, config.copy.min_fragment, config.copy.near_copy_words)
+            share = sum(any(a <= m.start() < b for a, b in spans) for m in found) / len(found) if found else 0.0
+        else:
+            share = long_copy_share(toks, source.words, config.copy.min_fragment, source.positions)
         report.measured["copy"] = {"long_copy_share": share}
         report.penalties["copy"] = config.copy.weight * _ramp(share, config.copy.threshold, config.copy.full_at)
     if config.repetition.enabled:

@@ -192,6 +192,18 @@ def test_near_copies_of_the_source_count_as_copied(rewrite):
         assert sum(any(a <= m.start() < b for a, b in copy_spans(text, stats, 4)) for m in words_in) / len(words_in) < 0.5
 
 
+def test_the_copy_penalty_can_count_near_copies():
+    stats = SourceStats(ARTICLE)
+    verbatim = GuardsConfig.from_dict({"copy": {"enabled": True, "min_fragment": 8, "weight": 1.0}})
+    near = GuardsConfig.from_dict({"copy": {"enabled": True, "min_fragment": 8, "near_copy_words": 5, "weight": 1.0}})
+    rewritten = ("A city council voted upon Tuesday towards close a old river bridge towards repairs following engineers "
+                 "found cracks within two from its steel supports.")
+    assert apply_guards(verbatim, rewritten, stats).penalties["copy"] == 0.0  # no 8 words in a row are the article's
+    assert apply_guards(near, rewritten, stats).measured["copy"]["long_copy_share"] > 0.9
+    assert apply_guards(near, rewritten, stats).penalties["copy"] > 0.8
+    assert apply_guards(near, SUMMARY, stats).penalties["copy"] == 0.0
+
+
 def test_a_summary_in_its_own_words_is_not_a_near_copy():
     stats = SourceStats(ARTICLE)
     own = "Cracked steel supports mean drivers face a four-month detour while the bridge is fixed at a cost of nine million."
