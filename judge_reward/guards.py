@@ -417,8 +417,9 @@ class LikelihoodFloorGuard(Section):
     ``information``'s) copy mask leaves uncopied and that hold a letter or digit, the output's own
     words. Copied words earn no
     information, and must not lift the floor either: a list of names followed by a pasted passage
-    read as readable on average (red-team, issue 15). An output with no uncopied token is not
-    charged (its information is 0)."""
+    read as readable on average (red-team, issue 15). The shortfall is then weighted by the share
+    of the output's tokens that are its own, so a mostly copied output pays little and a wholly
+    copied one nothing (its information is 0 anyway)."""
 
 
 @dataclass

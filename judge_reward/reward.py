@@ -346,6 +346,7 @@ class Reward:
             return masks[min_fragment, near_copy_words]
 
         copied = 0.0
+        own_share: dict[str, float] = {}  # likelihood_floor.uncopied_only: the share of tokens that are the output's own
         readers = self.guards.reading_unconditional
         for a in self.aspects:
             score = scores[a.name]
@@ -368,6 +369,7 @@ class Reward:
                 own = [u for u, m, t in zip(uncond, mask, details["token_texts"]) if not m and any(ch.isalnum() for ch in t)]
                 if own:  # nothing of its own: no floor to charge (the information is 0)
                     per_aspect["likelihood_floor"][a.name] = sum(own) / len(own)
+                    own_share[a.name] = len(own) / len(mask)
             else:
                 per_aspect["likelihood_floor"][a.name] = (sum(uncond) / len(uncond) if "likelihood_floor" in readers and uncond
                                                           else score.value)
@@ -399,7 +401,12 @@ class Reward:
             if per_aspect["likelihood_floor"]:
                 mean = weighted(per_aspect["likelihood_floor"])
                 report.measured["likelihood_floor"] = {"mean_logprob": mean}
-                report.penalties["likelihood_floor"] = g.weight * max(0.0, g.floor - mean)
+                # uncopied_only: the shortfall weighs as much as the output's own words do, so that a
+                # mostly copied text is not charged more than a wholly copied one (which pays nothing)
+                share = weighted(own_share) if g.uncopied_only else 1.0
+                if g.uncopied_only:
+                    report.measured["likelihood_floor"]["own_token_share"] = share
+                report.penalties["likelihood_floor"] = g.weight * max(0.0, g.floor - mean) * share
             else:  # uncopied_only and every token copied
                 report.measured["likelihood_floor"] = {"mean_logprob": None}
                 report.penalties["likelihood_floor"] = 0.0

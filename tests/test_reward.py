@@ -725,14 +725,19 @@ def test_the_floor_can_read_only_the_outputs_own_words():
     judge = tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore=unconditional)
     reward = Reward(judge)
     [r] = reward([Item(text, ARTICLE)])
-    means = []
+    means, shares = [], []
     for aspect in reward.aspects:
         _, _, alone = by_hand_rows(judge, aspect, text)
         mask = copied_token_mask(alone.tokens, " " + text, SourceStats(ARTICLE), 4)
         own = [u for u, m, t in zip(alone.token_logprobs, mask, alone.tokens) if not m and any(c.isalnum() for c in t)]
         assert 0 < len(own) < len(mask)  # the pasted lead is left out
         means.append(sum(own) / len(own))
-    assert r.guards["likelihood_floor"]["mean_logprob"] == pytest.approx(sum(means) / len(means), abs=1e-5)
+        shares.append(len(own) / len(mask))
+    mean, share = sum(means) / len(means), sum(shares) / len(shares)
+    assert r.guards["likelihood_floor"]["mean_logprob"] == pytest.approx(mean, abs=1e-5)
+    # the shortfall weighs as much as the output's own tokens do
+    assert r.guards["likelihood_floor"]["own_token_share"] == pytest.approx(share, abs=1e-9)
+    assert r.components["guard/likelihood_floor"] == pytest.approx(max(0.0, -mean) * share, abs=1e-5)
     [pasted] = reward([Item(lead, ARTICLE)])  # all copied: no own words, no floor charge
     assert pasted.guards["likelihood_floor"]["mean_logprob"] is None and pasted.components["guard/likelihood_floor"] == 0.0
     with pytest.raises(ConfigError, match=r"reward\.guards\.likelihood_floor: uncopied_only needs unconditional: true and a copy mask"):
