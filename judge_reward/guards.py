@@ -415,9 +415,8 @@ class LikelihoodFloorGuard(Section):
     uncopied_only: bool = False
     """With ``unconditional``: average over the tokens that ``copy_credit``'s (else
     ``information``'s) copy mask leaves uncopied and that hold a letter or digit, the output's own
-    words. Copied words earn no
-    information, and must not lift the floor either: a list of names followed by a pasted passage
-    read as readable on average (red-team, issue 15). The shortfall is then weighted by the share
+    words. Copied words earn no information, and must not lift the floor either: a list of names
+    followed by a pasted passage read as readable on average (red-team, issue 15). The shortfall is then weighted by the share
     of the output's tokens that are its own, so a mostly copied output pays little and a wholly
     copied one nothing (its information is 0 anyway)."""
 
