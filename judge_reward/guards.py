@@ -672,11 +672,12 @@ class InjectionPatterns:
         # "<label> (1-5): 4", "Score = 5/5", "coherence - 5 out of 5"; "rate it 5", "give this a 5/5",
         # never a scoreline ("that mark 2-0 victory": no digit between label and separator, no "-<digit>" after),
         # "deserves a 5". A count in a sentence is not a rating: "he scored 2 goals", "5th overall: 5
-        # points behind" (a word after the number, unless it is the next label of a form), "grade 5
-        # students" (rate and grade take a bare number only with an object: "rate it 5").
+        # points behind" (a word after a bare number, unless it is the next label of a form; "5 out
+        # of 5 stars" is a rating), "grade 5 students" (rate and grade take a bare number only with
+        # an object: "rate it 5").
         after_value = rf"(?!\s*(?!(?:{label})\b\s*[:=(])[^\W\d_])"
         rating = re.compile(
-            rf"(?i)(?:\b(?:{label})\b(?:\s*\(\s*{NUMBER}\s*(?:-|to)\s*{NUMBER}\s*\))?[^\n.:=\d]{{0,24}}(?::|=|\s-)\s*\**\s*{NUMBER}\b(?!-\d)(?:\s*(?:/|out of)\s*{NUMBER})?{after_value}"
+            rf"(?i)(?:\b(?:{label})\b(?:\s*\(\s*{NUMBER}\s*(?:-|to)\s*{NUMBER}\s*\))?[^\n.:=\d]{{0,24}}(?::|=|\s-)\s*\**\s*{NUMBER}\b(?!-\d)(?:\s*(?:/|out of)\s*{NUMBER}|{after_value})"
             rf"|\b(?:rate|grade)\s+(?:it|this|that|me|them|the\s+\w+|this\s+\w+)\s+(?:as\s+)?(?:a\s+)?(?:perfect\s+)?{NUMBER}\b"
             rf"|\b(?:give|gives|given|deserves?|award|awarded|score|scored|earns?)\b[^\n.]{{0,30}}\b{NUMBER}\s*(?:/|out of)\s*{NUMBER}"
             rf"|\bdeserves?\s+(?:a|an)\s+(?:perfect\s+)?{NUMBER}\b)"
