@@ -128,6 +128,7 @@ def copied_token_mask(token_texts: Sequence[str], text: str, source: "SourceStat
 # Words for matching copies: a hyphenated word is one word ("Mer-son" reads as "merson"), so that
 # hyphens inserted into copied words do not hide them.
 MATCH_WORD = re.compile(r"\w+(?:[-\u2010\u2011]\w+)*")
+NEAR_COPY_MIN_CHARS = 4  # near copies follow content words: 4+ letters, not function words
 
 
 def match_words(text: str) -> list[re.Match]:
@@ -178,7 +179,7 @@ def copy_spans(text: str, source: "SourceStats", min_fragment: int, near_copy_wo
     spans = [(found[start].start(), found[start + n - 1].end())
              for start, n in fragment_spans(keys, source.match_keys, source.match_positions) if n >= min_fragment]
     if near_copy_words:
-        content = [k for k, w in enumerate(keys) if len(w) >= 4 and w not in FUNCTION_WORDS]
+        content = [k for k, w in enumerate(keys) if is_content_word(w, NEAR_COPY_MIN_CHARS, True)]
         runs = near_copy_spans([keys[k] for k in content], source.content_keys, source.content_positions, near_copy_words)
         spans += [(found[content[a]].start(), found[content[b - 1]].end()) for a, b in runs]
     return spans
@@ -245,10 +246,14 @@ without would your yours
 """.split())
 
 
+def is_content_word(word: str, min_chars: int, skip_function_words: bool = False) -> bool:
+    return len(word) >= min_chars and not (skip_function_words and word in FUNCTION_WORDS)
+
+
 def content_words(text_words: Sequence[str], min_chars: int, skip_function_words: bool = False) -> list[str]:
     """The words a grounding check counts: at least ``min_chars`` long, and with
     ``skip_function_words`` not in :data:`FUNCTION_WORDS`."""
-    return [w for w in text_words if len(w) >= min_chars and not (skip_function_words and w in FUNCTION_WORDS)]
+    return [w for w in text_words if is_content_word(w, min_chars, skip_function_words)]
 
 
 def novel_word_share(output: Sequence[str], source_words: set, min_chars: int, skip_function_words: bool = False) -> float:
@@ -701,10 +706,11 @@ class InjectionPatterns:
 
 
 def neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
-    """The text (in :func:`canonical` form) without its spans (sentences or lines) that talk to the
-    judge, and those spans."""
+    """The text in :func:`canonical` form without its spans (sentences or lines) that talk to the
+    judge, and those spans; with none removed, the canonical text as it is."""
+    text = canonical(text)
     kept, removed = [], []
-    for match in SPAN.finditer(canonical(text)):
+    for match in SPAN.finditer(text):
         span = match.group(0)
         if not span.strip():
             kept.append(span)
@@ -715,6 +721,8 @@ def neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
             kept.append("\n" if span.endswith("\n") else "")
         else:
             kept.append(span)
+    if not removed:
+        return text, removed
     clean = re.sub(r"[ \t]+\n", "\n", "".join(kept))
     clean = re.sub(r"\n{3,}", "\n\n", clean).strip()
     return clean, removed
@@ -752,7 +760,7 @@ class SourceStats:
         # what the copy mask matches against (hyphenated words whole; content words for near copies)
         self.match_keys = [_key(m) for m in match_words(canonical(source))]
         self.match_positions = word_positions(self.match_keys)
-        self.content_keys = [w for w in self.match_keys if len(w) >= 4 and w not in FUNCTION_WORDS]
+        self.content_keys = content_words(self.match_keys, NEAR_COPY_MIN_CHARS, True)
         self.content_positions = word_positions(self.content_keys)
 
 

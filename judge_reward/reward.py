@@ -33,7 +33,7 @@ from pydantic import Field
 from .aspects import Aspect
 from .config import ConfigError, Expect, Section, Weight, build_section
 from .guards import (
-    GuardReport, GuardsConfig, InjectionPatterns, SourceStats, apply_guards, canonical, copied_token_mask, copy_credit,
+    GuardReport, GuardsConfig, InjectionPatterns, SourceStats, apply_guards, copied_token_mask, copy_credit,
     mask_values, neutralise,
     source_information,
 )
@@ -289,8 +289,7 @@ class Reward:
             return list(items), [[] for _ in items]
         out, removed = [], []
         for item in items:
-            clean, spans = neutralise(item.output, self._patterns)
-            judged = clean if spans else canonical(item.output)
+            judged, spans = neutralise(item.output, self._patterns)
             out.append(item if judged == item.output else Item(judged, item.source, item.reference, item.id))
             removed.append(spans)
         return out, removed
@@ -453,9 +452,19 @@ class RewardBatch:
                     self.masked[k] = (Item(text, j.source, j.reference, j.id), count)
 
     @property
+    def guarded_items(self) -> list[Item]:
+        """The guarded items that reach the judge."""
+        return [self.judged[k] for k in self.todo]
+
+    @property
+    def masked_items(self) -> list[Item]:
+        """The value-echo guard's copies of them with their numbers masked."""
+        return [m for m, _ in self.masked.values()]
+
+    @property
     def to_judge(self) -> list[Item]:
         """The guarded items, then their masked copies: score all of them, in this order."""
-        return [self.judged[k] for k in self.todo] + [m for m, _ in self.masked.values()]
+        return self.guarded_items + self.masked_items
 
     def finish(self, scored: Sequence[dict[str, Score]]) -> list[RewardResult]:
         """Results in input order from the judge's scores of :attr:`to_judge`."""
@@ -470,7 +479,7 @@ class RewardBatch:
                     None, f"nothing left to judge: the injection guard removed all {len(spans)} span(s)",
                     guards={"injection": {"removed_spans": len(spans), "removed": list(spans)}}, judged_output="",
                 )
-        reports = self.reward.guard_reports(self.to_judge[:len(self.todo)], [self.removed[k] for k in self.todo], scored)
+        reports = self.reward.guard_reports(self.guarded_items, [self.removed[k] for k in self.todo], scored)
         for k, scores, report in zip(self.todo, scored, reports):
             failed = None
             if k in self.masked:

@@ -117,13 +117,14 @@ def label_pairs_command(
         human_column=human_column, mode=mode, pairs=pairs, min_margin=min_margin, swap=swap,
         require_agreement=require_agreement, reward=reward,
     )
-    try:  # every row, before the model loads
+    try:  # every row, before the model loads (with --generate-model only the prompts exist yet)
         if generate_model is None:
             check_rows(cfg, rows)
-        for k, row in enumerate(rows):
-            if not isinstance(row, dict) or prompt_column not in row:
-                raise ValueError(f"rows[{k}].{prompt_column}: required column is missing")
-        check_prompt_formats(cfg, [row[prompt_column] for row in rows])
+        else:
+            for k, row in enumerate(rows):
+                if not isinstance(row, dict) or prompt_column not in row:
+                    raise ValueError(f"rows[{k}].{prompt_column}: required column is missing")
+            check_prompt_formats(cfg, [row[prompt_column] for row in rows])
     except (TypeError, ValueError) as err:
         raise UserError(f"{input}: {err}") from None
     if mode == "pointwise":
@@ -136,9 +137,6 @@ def label_pairs_command(
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
         model = AutoModelForCausalLM.from_pretrained(str(generate_model), local_files_only=True)
-        for k, row in enumerate(rows):
-            if prompt_column not in row:
-                raise UserError(f"rows[{k}].{prompt_column}: required column is missing")
         generated = generate_candidates(model, tok, [r[prompt_column] for r in rows], n=num_candidates,
                                         max_new_tokens=max_new_tokens)
         for row, cands in zip(rows, generated):

@@ -221,9 +221,8 @@ class OpenAIBackend(_Transport, _CapabilityProbes):
         try:
             results = await handler(requests)
         except BaseException:  # cancelled by close(): every input of the call is counted failed
-            with self._stats_lock:
-                self._stats.failed += len(requests)
-                self._stats.failures["cancelled"] += len(requests)
+            self._bump(failed=len(requests))
+            self._count_failure("failures", "cancelled", len(requests))
             raise
         finally:
             self._bump(calls=1, inputs=len(requests), wall_time_s=time.monotonic() - start)

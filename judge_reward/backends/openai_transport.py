@@ -255,9 +255,9 @@ class _Transport:
             for name, value in amounts.items():
                 setattr(self._stats, name, getattr(self._stats, name) + value)
 
-    def _count_failure(self, table: str, kind: str) -> None:
+    def _count_failure(self, table: str, kind: str, n: int = 1) -> None:
         with self._stats_lock:
-            getattr(self._stats, table)[kind] += 1
+            getattr(self._stats, table)[kind] += n
 
     async def _request(self, send: Callable[[], Awaitable], parse: Callable[[Any], Any], est_tokens: int):
         """Send, parse, retry. Returns ``(value, attempts)``; raises :class:`_BadAnswer` at the end."""

@@ -89,8 +89,7 @@ def _score_and_reward(judge, reward, part: list[Item], aspects: Sequence[str]):
     wanted = list(dict.fromkeys([*aspects, *reward.aspect_names])) if same_method else list(aspects)
     results = judge.score(part, aspects=wanted)
     redo = [k for k in batch.todo if not same_method or batch.judged[k] != part[k]]
-    masked = batch.to_judge[len(batch.todo):]  # the value-echo guard's copies with numbers masked
-    todo = [batch.judged[k] for k in redo] + masked
+    todo = [batch.judged[k] for k in redo] + batch.masked_items
     again = judge.score(todo, aspects=reward.aspect_names, method=reward.method_name) if todo else []
     rescored = dict(zip(redo, again))
     return results, batch.finish([rescored.get(k, results[k]) for k in batch.todo] + list(again[len(redo):]))
