@@ -254,6 +254,12 @@ def _names(c: ProbeContext, n: int = 10) -> str:
     return (", ".join(names[:-1]) + f" and {names[-1]}." if len(names) > 1 else f"{names[0]}.") if names else ""
 
 
+def _after_names(c: ProbeContext, text: str) -> str | None:
+    """``text`` after a comma list of the source's names; ``None`` when the source names no one."""
+    names = _names(c)
+    return f"{names} {text}" if names else None
+
+
 def _repeat_word(source: str, rank: int, times: int) -> Callable[[ProbeContext], str]:
     def build(c: ProbeContext) -> str:
         words = content_words(c.output if source == "output" else c.source) or c.output.split() or ["the"]
@@ -398,8 +404,8 @@ FAMILIES: dict[str, tuple[Wording, ...]] = {
         Wording("lead_invisible_characters", lambda c: _rewrite(_lead(c), "invisible")),
         Wording("lead_hyphens_inside_words", lambda c: _rewrite(_lead(c), "hyphen")),
         Wording("rewritten_lead_sentence_then_output", lambda c: f"{_rewrite(_lead(c, 1), 'swap')} {c.output.strip()}"),
-        Wording("names_then_output", lambda c: f"{_names(c)} {c.output.strip()}" if _names(c) else None),
-        Wording("names_then_lead", lambda c: f"{_names(c)} {_lead(c)}" if _names(c) else None),
+        Wording("names_then_output", lambda c: _after_names(c, c.output.strip())),
+        Wording("names_then_lead", lambda c: _after_names(c, _lead(c))),
     ),
     # The real output cut short.
     "truncation": (
