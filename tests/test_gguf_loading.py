@@ -175,3 +175,59 @@ def test_resolve_model_rejects_what_is_not_a_model(tmp_path, kind):
     with pytest.raises(FileNotFoundError, match=re.escape(repr(str(spec)))) as err:
         resolve_model(str(spec))
     assert ".gguf" in str(err.value)
+
+
+def _without_merges(tokenizer, keep: int = 0):
+    """The same vocabulary and special tokens with the BPE merges dropped (all but the first ``keep``):
+    words fall apart into single characters, the way a tokenizer rebuilt wrongly from a GGUF file does."""
+    import json
+
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    state = json.loads(tokenizer.backend_tokenizer.to_str())
+    state["model"]["merges"] = state["model"]["merges"][:keep]
+    return PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(json.dumps(state)), pad_token="<pad>", eos_token="<eos>",
+        unk_token="<unk>", bos_token=tokenizer.bos_token,
+    )
+
+
+def test_tokenizer_problem_names_words_split_against_the_vocabulary():
+    from judge_reward.backends.loading import tokenizer_problem
+
+    good = make_tokenizer("bpe_bos")
+    assert tokenizer_problem(good) is None  # "the", "news", "summary", "and", "that" are whole entries, kept whole
+    broken = _without_merges(good)
+    assert broken.get_vocab() == good.get_vocab()
+    problem = tokenizer_problem(broken)
+    assert problem is not None and problem.startswith("splits words its vocabulary holds whole (the")
+    # A vocabulary without whole words (one entry per character) cannot be judged by the probe.
+    assert tokenizer_problem(make_tokenizer("char")) is None
+
+
+def test_conversion_with_a_tokenizer_that_splits_words_is_refused(tmp_path, monkeypatch):
+    """A GGUF whose tokenizer reloads splitting words is not cached: the error names the fix."""
+    tokenizer = make_tokenizer("bpe_bos")
+    path = write_llama_gguf(tmp_path / "no-merges.gguf", make_model(tokenizer, "llama", seed=5),
+                            _without_merges(tokenizer, keep=1))  # GGUF readers need a merges entry
+    monkeypatch.setenv("JUDGE_REWARD_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(RuntimeError, match=r"no-merges\.gguf splits words its vocabulary holds whole .*transformers>=5\.18"):
+        converted_directory(resolve_model(str(path)))
+    assert [p.name for p in (tmp_path / "cache" / "converted").iterdir() if p.suffix != ".lock"] == []
+
+
+def test_copy_without_the_checked_mark_is_converted_again(tiny_gguf, tmp_path, monkeypatch):
+    """A dense copy made before the tokenizer check (weights, no mark) is not trusted: it is converted
+    again and marked."""
+    from judge_reward.backends.loading import CHECKED_MARK
+
+    path, _, _ = tiny_gguf
+    monkeypatch.setenv("JUDGE_REWARD_CACHE", str(tmp_path))
+    target = converted_directory(resolve_model(str(path)))
+    assert (target / CHECKED_MARK).is_file()
+    (target / CHECKED_MARK).unlink()
+    (target / "stale.txt").write_text("from the unchecked copy")
+    assert converted_directory(resolve_model(str(path))) == target
+    assert (target / CHECKED_MARK).is_file()
+    assert not (target / "stale.txt").exists()

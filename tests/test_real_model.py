@@ -41,6 +41,16 @@ def test_bos_once_and_gemma_digit_tokens(gemma_backend):
     assert res.details["candidate_tokens"] == [1, 1, 1, 1, 1]  # the slot's space is in the shared prefix
 
 
+def test_gemma_tokenizer_keeps_words_whole(gemma_backend):
+    """The converted copy's tokenizer reads words as Gemma's vocabulary holds them (transformers before
+    5.18 rebuilt it from GGUF splitting them, "Paul" -> "Pa", "ul", or into single characters)."""
+    from judge_reward.backends.loading import tokenizer_problem
+
+    tok = gemma_backend.tokenizer
+    assert tokenizer_problem(tok) is None
+    assert tok.tokenize("Paul Merson has restarted his row") == ["Paul", "\u2581M", "erson", "\u2581has", "\u2581restarted", "\u2581his", "\u2581row"]
+
+
 def test_gptscore_separates_good_from_damaged_summaries(gemma_backend, summeval_docs):
     aspect = load_aspects("summeval").get("fluency")
     best = sorted(summeval_docs, key=lambda r: -r["scores"]["fluency"])[:10]

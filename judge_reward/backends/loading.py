@@ -11,7 +11,10 @@ A model spec is one of:
 
 GGUF files are dequantised by transformers at load time, which costs ~40-70 s and ~3 GB for Gemma.
 The dense result is converted once and kept (safetensors + tokenizer) under the cache directory,
-keyed by the file's content hash; later loads take a few seconds.
+keyed by the file's content hash; later loads take a few seconds. A copy is kept only when its
+tokenizer, reloaded from disk, still reads English the way its vocabulary says it should
+(:func:`tokenizer_problem`): transformers before 5.18 rebuilt Gemma 3's tokenizer from GGUF so that
+it split common words (the judge then read text it was never trained on, and nothing failed).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import importlib.metadata
+import json
 import logging
 import os
 import shutil
@@ -125,8 +129,41 @@ def device_problem(name: str) -> str | None:
     return None
 
 
+# Written last into a converted copy, after its tokenizer passed the check: a copy without it (an
+# interrupted conversion, or one made before the check existed) is converted again.
+CHECKED_MARK = "judge_reward_checked.json"
+
+# Common words, each a single vocabulary entry (with its word-start marker) in any sizeable BPE or
+# SentencePiece vocabulary; a working tokenizer keeps them whole in this sentence.
+_PROBE = "Yesterday the people said that the news and the summary were about what has happened after the vote."
+
+
+def tokenizer_problem(tokenizer) -> str | None:
+    """Why ``tokenizer`` does not read English the way its own vocabulary says it should, or None.
+
+    A word that the vocabulary holds whole, as a word-start entry (``▁the`` in SentencePiece, ``Ġthe``
+    in byte-level BPE), comes out of a working tokenizer as that one entry. A tokenizer rebuilt wrongly
+    (a unigram model over BPE merge ranks, or a BPE without its merges falling back to single
+    characters) splits such words. Vocabularies holding fewer than three of the probe words (tiny
+    test tokenizers) are not judged.
+    """
+    vocab = tokenizer.get_vocab()
+    words = _PROBE.rstrip(".").split()[1:]  # the first word has no space before it
+    whole = {w: vocab.get("\u2581" + w, vocab.get("\u0120" + w)) for w in words}
+    whole = {w: i for w, i in whole.items() if i is not None}
+    if len(whole) < 3:
+        return None
+    ids = tokenizer(_PROBE, add_special_tokens=False)["input_ids"]
+    split = [w for w, i in whole.items() if i not in ids]
+    if len(split) <= len(whole) // 5:
+        return None
+    return (f"splits words its vocabulary holds whole ({', '.join(split[:4])}): {len(ids)} tokens for the "
+            f"{len(words) + 1} words of {_PROBE!r}")
+
+
 def _complete(directory: Path) -> bool:
-    return (directory / "config.json").exists() and any(directory.glob("*.safetensors"))
+    return ((directory / "config.json").exists() and any(directory.glob("*.safetensors"))
+            and (directory / CHECKED_MARK).exists())
 
 
 def converted_directory(source: ModelSource) -> Path:
@@ -151,6 +188,7 @@ def converted_directory(source: ModelSource) -> Path:
 
 def _convert(gguf: Path, target: Path) -> None:
     import torch
+    import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     log.warning("Converting %s to a dense checkpoint once (dequantising GGUF, ~1 min)", gguf.name)
@@ -168,6 +206,16 @@ def _convert(gguf: Path, target: Path) -> None:
         shutil.rmtree(tmp)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    if target.exists():  # a half-written copy from an interrupted run
+    # What later loads read is the saved copy, so that is what is checked.
+    problem = tokenizer_problem(AutoTokenizer.from_pretrained(str(tmp), local_files_only=True))
+    if problem:
+        shutil.rmtree(tmp)
+        raise RuntimeError(
+            f"model: the tokenizer that transformers {transformers.__version__} builds from {gguf.name} {problem}; "
+            "the judge would read garbled text. transformers >= 5.18 builds it correctly: "
+            "pip install -U 'transformers>=5.18'"
+        )
+    (tmp / CHECKED_MARK).write_text(json.dumps({"transformers": transformers.__version__, "probe": _PROBE}) + "\n")
+    if target.exists():  # a half-written or unchecked copy
         shutil.rmtree(target)
     tmp.replace(target)
