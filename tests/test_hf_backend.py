@@ -244,3 +244,19 @@ def test_batches_bound_padding_and_keep_small_batches_whole():
 def test_max_padding_must_not_be_negative():
     with pytest.raises(ValueError, match="max_padding: .* got -0.1"):
         make_backend("char", max_padding=-0.1)
+
+
+def test_fp32_on_cuda_runs_the_math_attention_kernel_only():
+    """fp32 on CUDA: only PyTorch's math SDPA kernel (its default choice was measured 2.42 nats off
+    on an H200); bf16 on CUDA and anything on a CPU: PyTorch's own choice, untouched."""
+    from judge_reward.backends.hf import attention_kernels
+
+    flags = lambda: (torch.backends.cuda.math_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled(),  # noqa: E731
+                     torch.backends.cuda.mem_efficient_sdp_enabled())
+    before = flags()
+    with attention_kernels(torch.device("cuda"), torch.float32):
+        assert flags() == (True, False, False)
+    assert flags() == before
+    for device, dtype in ((torch.device("cuda"), torch.bfloat16), (torch.device("cpu"), torch.float32)):
+        with attention_kernels(device, dtype):
+            assert flags() == before
