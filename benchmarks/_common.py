@@ -57,16 +57,41 @@ def median_range(xs, digits: int = 2) -> str:
     return f"{statistics.median(xs):.{digits}f} [{min(xs):.{digits}f}-{max(xs):.{digits}f}]" if xs else "n/a"
 
 
-def matmul_peak(dtype) -> float:
-    """FLOP/s of a 2048^3 matmul in ``dtype`` on this machine now (median of 5 after a warm-up): the
-    reference rate the benchmarks compare their achieved rates with."""
+def matmul_peak(dtype, device="cpu") -> float:
+    """FLOP/s of a square matmul in ``dtype`` on ``device`` now (median of 5 after a warm-up): the
+    reference rate the benchmarks compare their achieved rates with. 2048^3 on a CPU; 8192^3 on a
+    GPU, where a 2048^3 product is too small to fill the chip."""
     import torch
 
-    a = torch.randn(2048, 2048, dtype=dtype)
-    b = torch.randn(2048, 2048, dtype=dtype)
-    a @ b
-    seconds, _ = timed(lambda: a @ b, repeats=5)
-    return 2 * 2048**3 / seconds
+    n = 8192 if torch.device(device).type == "cuda" else 2048
+    a = torch.randn(n, n, dtype=dtype, device=device)
+    b = torch.randn(n, n, dtype=dtype, device=device)
+
+    def product():
+        a @ b
+        synchronize(device)
+
+    product()
+    seconds, _ = timed(product, repeats=5)
+    return 2 * n**3 / seconds
+
+
+def synchronize(device) -> None:
+    """Wait for the GPU's queued work (timings on CUDA measure launches otherwise); no-op on a CPU."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def device_line(device) -> str:
+    """Names the hardware a figure was measured on: the GPU's name, or the CPU's thread count."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"device {torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda}, torch {torch.__version__})"
+    return f"device CPU, {torch.get_num_threads()} torch threads (torch {torch.__version__})"
 
 
 @contextmanager

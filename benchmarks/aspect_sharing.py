@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from _common import median_range, summeval, timings
+from _common import device_line, median_range, summeval, timings
 from judge_reward import Item, Judge, JudgeConfig
 
 ASPECTS = ["coherence", "consistency", "fluency", "relevance"]
@@ -66,7 +66,7 @@ def main() -> None:
     judge = Judge(JudgeConfig(backend=backend, aspects=ASPECTS, cache={"memory": False}))
     shared_backend = judge.backend
     print(f"{len(items)} summaries of one SummEval article ({judge.backend.model_id}); "
-          f"median [min-max] of {args.repeats} runs, cache off")
+          f"median [min-max] of {args.repeats} runs, cache off; {judge.backend.dtype}, {device_line(judge.backend.device)}")
     print(f"{'method':<13} {'1 aspect':>22} {'4, one call':>22} {'4, per aspect':>22} {'one call / 1':>13} "
           f"{'per aspect / 1':>15} {'max|diff|':>10}")
     print(f"backend.tree_max_row_tokens = {judge.backend.config.tree_max_row_tokens}")

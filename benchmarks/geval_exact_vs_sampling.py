@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from _common import summeval
+from _common import device_line, summeval
 from judge_reward import GEval, GEvalConfig, Item, load_aspects
 from judge_reward.backends.hf import HFBackend, HFBackendConfig
 
@@ -23,6 +23,7 @@ def main() -> None:
     doc = summeval(1)[0]
     items = [Item(r["system_output"], r["source"]) for r in doc[: args.items]]
     backend = HFBackend(HFBackendConfig(progress=False))
+    print(f"{backend.model_id}, {backend.dtype}; {device_line(backend.device)}")
     layout = "guarded"  # the layout the README row was measured with; both modes read the same prompt
     GEval(GEvalConfig(layout=layout)).score(backend, aspect, items[:1])  # warm-up
     start = time.perf_counter()

@@ -21,7 +21,7 @@ import time
 import torch
 from scipy.stats import spearmanr
 
-from _common import matmul_peak, summeval
+from _common import device_line, matmul_peak, summeval
 from judge_reward import GPTScore, Item, load_aspects
 from judge_reward.backends.hf import HFBackend, HFBackendConfig
 from judge_reward.prompts.gptscore import build_gptscore_prompt
@@ -34,7 +34,7 @@ def baseline_scores(backend: HFBackend, aspect, items) -> list[float]:
         p = build_gptscore_prompt(aspect, item.source, item.output)
         ids, start, _ = backend.split_tokens(p.context, p.continuation)
         with torch.no_grad():
-            logits = model(torch.tensor([ids])).logits[0].float()  # full vocabulary, every position
+            logits = model(torch.tensor([ids], device=backend.device)).logits[0].float()  # full vocabulary, every position
         logp = torch.log_softmax(logits, -1)
         scored = [logp[t - 1, ids[t]].item() for t in range(start, len(ids))]
         out.append(sum(scored) / len(scored))
@@ -67,7 +67,7 @@ def main() -> None:
     aspect = load_aspects("summeval").get("coherence")
     items = [Item(r["system_output"], r["source"]) for doc in summeval(args.docs) for r in doc]
     ours = HFBackend(HFBackendConfig(progress=False, cpu_gemm_attention=not args.sdpa))
-    print(f"model {ours.model_id}, {len(items)} summaries, torch threads {torch.get_num_threads()}")
+    print(f"model {ours.model_id}, {len(items)} summaries; {device_line(ours.device)}")
     GPTScore().score(ours, aspect, items[:2])  # warm-up
     times = []
     for _ in range(args.repeats):
@@ -91,8 +91,8 @@ def main() -> None:
           f"the LM head {work['head']} rows")
     print(f"speedup: {t_base / t_ours:.1f}x   Spearman(ours, baseline) = {rho:.4f}   "
           f"max |diff| = {max(abs(a - b) for a, b in zip(fast, slow)):.4f} nats/token")
-    peak = matmul_peak(ours.dtype)
-    print(f"achieved {flops / t_ours / 1e9:.1f} GFLOP/s of model matmuls vs a {ours.dtype} 2048^3 matmul at "
+    peak = matmul_peak(ours.dtype, ours.device)
+    print(f"achieved {flops / t_ours / 1e9:.1f} GFLOP/s of model matmuls vs a {ours.dtype} square matmul at "
           f"{peak / 1e9:.1f} GFLOP/s on this machine ({100 * flops / t_ours / peak:.0f}%); the baseline achieved "
           f"{baseline_flops(base_backend, aspect, items) / t_base / 1e9:.1f} GFLOP/s of (mostly wasted) work")
     if args.profile:

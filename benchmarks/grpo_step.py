@@ -28,22 +28,38 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import median_range  # noqa: E402
+from _common import device_line, median_range  # noqa: E402
 from grpo_hacking import PROMPT, data_dir, load_articles, prompt_of  # noqa: E402
 
 
 class TimedReward:
-    """Forwards TRL's call to the JudgeReward; records wall seconds and the judged items per call."""
+    """Forwards TRL's call to the JudgeReward; records wall seconds and the judged items per call.
 
-    def __init__(self, reward):
+    On CUDA it also records, apart from the judge's seconds, how long the call first waited for GPU
+    work the trainer had queued before it (``wait``), and how many memory segments the CUDA caching
+    allocator had to request during the call (``segments``: each a cudaMalloc, which synchronises)."""
+
+    def __init__(self, reward, cuda: bool):
         self.reward = reward
+        self.cuda = cuda
         self.__name__ = reward.__name__
         self.calls: list[tuple[float, list]] = []
+        self.waits: list[float] = []
+        self.segments: list[int] = []
 
     def __call__(self, prompts, completions, completion_ids=None, **kwargs):
+        import torch
+
+        if self.cuda:
+            start = time.perf_counter()
+            torch.cuda.synchronize()
+            self.waits.append(time.perf_counter() - start)
+            before = torch.cuda.memory_stats().get("segment.all.allocated", 0)
         start = time.perf_counter()
         out = self.reward(prompts, completions, completion_ids, **kwargs)
         seconds = time.perf_counter() - start
+        if self.cuda:
+            self.segments.append(torch.cuda.memory_stats().get("segment.all.allocated", 0) - before)
         self.calls.append((seconds, self.reward.items(prompts, completions, kwargs)))
         return out
 
@@ -60,22 +76,26 @@ def main() -> None:
     p.add_argument("--policy", default="embedded:smollm2",
                    help="embedded:smollm2 (135M, instruct) or embedded:gemma3-270m (the judge's own size, base)")
     p.add_argument("--data", default=None)
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="where the policy trains and the judge runs (auto: CUDA when present)")
     args = p.parse_args()
 
     import torch
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    device = "cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()) else "cpu"
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from judge_reward import Judge
+    from judge_reward import Judge, JudgeConfig
     from trainers.reward import JudgeReward
 
     articles = load_articles(data_dir(args.data), args.max_source_words)[:40]
-    judge = Judge.from_config(args.config)
-    reward = TimedReward(JudgeReward(judge))
+    config = JudgeConfig.load(args.config)
+    judge = Judge(dataclasses.replace(config, backend={**config.backend, "device": device}))
+    reward = TimedReward(JudgeReward(judge), cuda=device == "cuda")
     from judge_reward.backends.loading import converted_directory, resolve_model
 
     model_dir = str(converted_directory(resolve_model(args.policy)))
@@ -96,7 +116,7 @@ def main() -> None:
     as_prompt = prompt_of if tokenizer.chat_template else (lambda source: PROMPT.format(article=source) + "\n\nSummary:")
     dataset = Dataset.from_list([{"prompt": as_prompt(r["source"]), "source": r["source"]} for r in articles])
     gargs = GRPOConfig(
-        output_dir="/tmp/grpo_step_bench", logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
+        output_dir="/tmp/grpo_step_bench", logging_steps=1, save_strategy="no", report_to=[], use_cpu=device == "cpu",
         bf16=False, max_steps=args.steps, per_device_train_batch_size=args.batch,
         num_generations=args.num_generations, max_completion_length=args.max_completion_length,
         learning_rate=1e-5, beta=0.0, seed=0, disable_tqdm=True, gradient_checkpointing=False,
@@ -111,15 +131,17 @@ def main() -> None:
     outside_judge.score(reward.calls[0][1][:2], aspects=aspects)  # warm-up, as the trainer's first step was
     inside, outside, shares = [], [], []
     print(f"{judge.backend.model_id}; reward aspects {aspects}; policy {args.policy}; "
-          f"{args.batch} completions per step; torch threads {args.threads}")
+          f"{args.batch} completions per step; torch threads {args.threads}; judge {judge.backend.dtype}, policy fp32; "
+          f"{device_line(device)}")
     print(f"{'step':>4} {'step s':>8} {'judge s':>8} {'share':>6} {'in s/compl':>11} {'out s/compl':>12} {'in/out':>7}")
     for k, ((seconds, items), step_s) in enumerate(zip(reward.calls, step_seconds), 1):
         start = time.perf_counter()
         outside_judge.score(items, aspects=aspects)
         out_s = time.perf_counter() - start
         n = len(items)
+        cuda = f"  waited {reward.waits[k - 1]:.3f} s, {reward.segments[k - 1]} new segments" if reward.cuda else ""
         print(f"{k:>4} {step_s:>8.2f} {seconds:>8.2f} {seconds / step_s:>6.1%} {seconds / n:>11.3f} "
-              f"{out_s / n:>12.3f} {seconds / out_s:>6.2f}x")
+              f"{out_s / n:>12.3f} {seconds / out_s:>6.2f}x{cuda}")
         if k > 1:
             inside.append(seconds / n)
             outside.append(out_s / n)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 
-from _common import summeval, timed
+from _common import device_line, summeval, timed
 from judge_reward import load_aspects
 from judge_reward.backends.base import CandidateRequest, ContinuationRequest
 from judge_reward.backends.hf import HFBackend, HFBackendConfig
@@ -37,7 +37,7 @@ def compare(name, backend, requests, call, values, repeats) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--dtype", default="auto", help="auto (bf16 where the CPU has it), float32, bfloat16")
+    parser.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA and where the CPU has it), float32, bfloat16")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each path (median reported)")
     args = parser.parse_args()
     aspect = load_aspects("summeval").get("relevance")
@@ -55,7 +55,8 @@ def main() -> None:
         p = build_geval_prompt(aspect, r["source"], r["system_output"], aspect.steps, layout="guarded")
         geval.append(CandidateRequest(p.text, aspect.scale.texts, group=p.shared))
 
-    print(f"8 completions sharing one document ({backend.model_id}); medians of {args.repeats} runs")
+    print(f"8 completions sharing one document ({backend.model_id}, {backend.dtype}); medians of {args.repeats} runs; "
+          f"{device_line(backend.device)}")
     print(f"{'workload':<9} {'prompt':>6} {'alone s':>10} {'shared s':>10} {'speedup':>9} {'max|diff|':>10}")
     compare("GPTScore", backend, gptscore, backend.continuation_logprobs, lambda r: r.token_logprobs, args.repeats)
     compare("G-Eval", backend, geval, backend.candidate_logprobs, lambda r: r.logprobs, args.repeats)
