@@ -260,3 +260,39 @@ def test_fp32_on_cuda_runs_the_math_attention_kernel_only():
     for device, dtype in ((torch.device("cuda"), torch.bfloat16), (torch.device("cpu"), torch.float32)):
         with attention_kernels(device, dtype):
             assert flags() == before
+
+
+@pytest.mark.parametrize("style", ["char", "bpe", "bpe_bos"])
+def test_candidates_from_the_last_line_equal_whole_text_tokenisation(style):
+    """Tokenising only the prompt's last line with each candidate gives the ids of the whole text,
+    and the whole prompt is tokenised once, not once per candidate; prompts whose last line cannot
+    be split off cleanly fall back to whole texts."""
+    from judge_reward.candidates import tokenize_candidates
+    from tiny_models import make_tokenizer
+
+    tok = make_tokenizer(style)
+    whole_calls = []
+
+    def encode(text):
+        whole_calls.append(text)
+        return tok(text)["input_ids"]
+
+    def piece(text):
+        return tok(text, add_special_tokens=False)["input_ids"]
+
+    prompts = [
+        "The summary is coherent and fluent.\n\nEvaluation Form (scores ONLY):\n\n- Coherence: ",
+        "A cat sat on the mat.\n- Fluency:",
+        "Rating: 4 Score: 80 out of 100 stars\nRelevance (1-5) 1 2 3 ",
+        "no newline at all: ",
+        "ends with a newline\n",
+    ]
+    scales = [("1", "2", "3", "4", "5"), ("1", "10", "100", "2"), (" 1", " 5")]
+    fast_paths = 0
+    for prompt in prompts:
+        for scale in scales:
+            whole_calls.clear()
+            quick = tokenize_candidates(encode, prompt, scale, piece)
+            fast_paths += len(whole_calls) == 1
+            assert quick == tokenize_candidates(encode, prompt, scale)
+    assert fast_paths >= 9  # the three prompts with a last line, every scale

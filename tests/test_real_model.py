@@ -94,3 +94,29 @@ def test_cli_score_end_to_end(tmp_path, summeval_sample):
         assert o["scores"]["gptscore/coherence"] < 0 and 1 <= o["scores"]["geval/fluency"] <= 5
         assert "mass" in o["details"]["geval/coherence"]
     assert "failures" in proc.stderr and "items/s" in proc.stderr
+
+
+def test_geval_prompts_tokenise_once_with_the_same_ids(gemma_backend, summeval_sample):
+    """With Gemma's tokenizer, every G-Eval prompt (both layouts, all four aspects) takes the
+    last-line path and gets exactly the ids of tokenising each whole prompt + value."""
+    from judge_reward.candidates import tokenize_candidates
+    from judge_reward.prompts.geval import build_geval_prompt
+
+    aspects = load_aspects("summeval")
+    checked = 0
+    for layout in ("shared", "guarded"):
+        for name in ("coherence", "consistency", "fluency", "relevance"):
+            aspect = aspects.get(name)
+            for r in summeval_sample[:3]:
+                prompt = build_geval_prompt(aspect, r["source"], r["system_output"], aspect.steps, layout=layout).text
+                calls = []
+
+                def encode(text):
+                    calls.append(text)
+                    return gemma_backend.encode(text)
+
+                quick = tokenize_candidates(encode, prompt, aspect.scale.texts, gemma_backend._encode_piece)
+                assert len(calls) == 1, (layout, name)
+                assert quick == tokenize_candidates(gemma_backend.encode, prompt, aspect.scale.texts)
+                checked += 1
+    assert checked == 24

@@ -304,6 +304,10 @@ class HFBackend:
             ids = ids[1:]
         return list(ids)
 
+    def _encode_piece(self, text: str) -> list[int]:
+        """Ids of ``text`` as a piece inside a longer text: no special tokens."""
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -334,7 +338,7 @@ class HFBackend:
         results: list[CandidateLogprobs | None] = [None] * len(requests)
         for i, req in enumerate(requests):
             try:
-                ct = tokenize_candidates(self.encode, self.render(req.prompt), req.candidates)
+                ct = tokenize_candidates(self.encode, self.render(req.prompt), req.candidates, self._encode_piece)
             except ValueError as err:
                 results[i] = CandidateLogprobs(None, error=str(err))
                 continue
