@@ -29,6 +29,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -71,6 +72,9 @@ def prompt_of(source: str) -> list[dict]:
 # -- text statistics ----------------------------------------------------------------------------------
 
 
+NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
 def text_stats(output: str, source: str) -> dict:
     from judge_reward.guards import copied_share, ngrams, repeated_share, words
 
@@ -82,6 +86,8 @@ def text_stats(output: str, source: str) -> dict:
         "copy4": copied_share(out, set(ngrams(src, COPY_N)), COPY_N),
         "novel2": (sum(g not in src2 for g in grams2) / len(grams2)) if grams2 else 0.0,
         "rep3": repeated_share(out, 3),
+        # a number (a year, a score, a count) the article does not give: run 19 began inventing years
+        "new_num": float(bool(set(NUMBER.findall(output)) - set(NUMBER.findall(source)))),
     }
 
 
@@ -247,6 +253,7 @@ def make_step_callback(recorder, metrics_path: Path, max_completion_length: int,
                 "copy4": mean([r["copy4"] for r in rows]),
                 "novel2": mean([r["novel2"] for r in rows]),
                 "rep3": mean([r["rep3"] for r in rows]),
+                "new_num": mean([r.get("new_num") for r in rows]),
             }
             for key in sorted({k for r in rows for k in r["components"]} | {k for r in rows for k in r["shadow_components"]}):
                 row[f"c/{key}"] = mean([r["components"].get(key) for r in rows])
@@ -256,7 +263,7 @@ def make_step_callback(recorder, metrics_path: Path, max_completion_length: int,
             with metrics_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             print(f"[step {state.global_step}] reward {row['reward_mean']:.4f} shadow {row['shadow_mean']:.4f} "
-                  f"words {row['words']:.1f} copy4 {row['copy4']:.3f} rep3 {row['rep3']:.3f} "
+                  f"words {row['words']:.1f} copy4 {row['copy4']:.3f} rep3 {row['rep3']:.3f} new numbers {row['new_num']:.2f} "
                   f"step {wall:.1f}s judge {judge_s:.1f}s", flush=True)
 
     return StepRecorder()
@@ -311,7 +318,7 @@ def evaluate(model, tokenizer, rows: list[dict], rewards: dict, max_new_tokens: 
         per.append({"doc_id": r["doc_id"], "output": o, **{name: scored[name][k].value for name in rewards},
                     **text_stats(o, r["source"])})
     summary = {name: mean([p[name] for p in per]) for name in rewards}
-    for key in ("words", "copy4", "novel2", "rep3"):
+    for key in ("words", "copy4", "novel2", "rep3", "new_num"):
         summary[key] = mean([p[key] for p in per])
     summary["seconds"] = time.perf_counter() - start
     return {"summary": summary, "items": per}
