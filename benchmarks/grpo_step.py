@@ -84,7 +84,6 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    device = "cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()) else "cpu"
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -94,7 +93,8 @@ def main() -> None:
 
     articles = load_articles(data_dir(args.data), args.max_source_words)[:40]
     config = JudgeConfig.load(args.config)
-    judge = Judge(dataclasses.replace(config, backend={**config.backend, "device": device}))
+    judge = Judge(dataclasses.replace(config, backend={**config.backend, "device": args.device}))
+    device = judge.backend.device.type  # the backend resolves "auto"; the policy trains where the judge runs
     reward = TimedReward(JudgeReward(judge), cuda=device == "cuda")
     from judge_reward.backends.loading import converted_directory, resolve_model
 

@@ -24,6 +24,7 @@ import math
 import os
 import threading
 from collections import Counter, defaultdict
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar, Literal, Optional, Sequence
 
@@ -131,8 +132,6 @@ def attention_kernels(device: torch.device, dtype: torch.dtype):
     result, the math kernel 0.0000; in bf16 (the CUDA default) the default and math kernels both
     agreed with the CPU's fp32 result within bf16 rounding (0.08-0.11 nats).
     """
-    from contextlib import nullcontext
-
     if device.type == "cuda" and dtype == torch.float32:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -309,10 +308,10 @@ class HFBackend:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return len(self._encode_piece(text))
 
     def truncate_tokens(self, text: str, max_tokens: int) -> str:
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids = self._encode_piece(text)
         if len(ids) <= max_tokens:
             return text
         return self.tokenizer.decode(ids[: max(0, max_tokens)], skip_special_tokens=True)
