@@ -291,6 +291,73 @@ def unsupported_sentence_share(text: str, source_words: set, min_chars: int, thr
     return (unsupported / total if total else 0.0), found
 
 
+# Closed-class English words shorter than four letters (:data:`FUNCTION_WORDS` holds the longer
+# ones): what joins the words of a sentence, and what a list of names or keywords does without.
+SHORT_FUNCTION_WORDS = frozenset("""
+a am an and any are as at be but by can did do for had has he her him his how i if in is it its
+may me my no nor not now of off on one or our out own she so the too two up us was we who why yet
+you all few its let per put say see set via
+""".split())
+LIST_SEPARATOR = re.compile(r"\s*(?:[,;:/&|\u2022\u00b7]|\s-\s|\band\b|\bor\b)\s*", re.I)
+
+
+def is_bare_list(sentence: str, min_items: int, max_item_words: int) -> bool:
+    """Is the sentence nothing but a list: at least ``min_items`` items, none holding a function
+    word? Items are the pieces between commas, semicolons, colons, slashes, bullets, "and" or "or"
+    of at most ``max_item_words`` words, and each word of a longer piece whose words are all
+    capitalised (names run together without commas). A sentence that lists names inside a clause
+    ("backed by Taylor, Hoddle, Keegan and Eriksson") has a predicate and is prose."""
+    items = 0
+    for piece in LIST_SEPARATOR.split(sentence):
+        found = WORD.findall(piece)
+        if not found:
+            continue
+        if any(w.lower() in SHORT_FUNCTION_WORDS or w.lower() in FUNCTION_WORDS for w in found):
+            return False
+        if len(found) <= max_item_words:
+            items += 1
+        elif all(w[0].isupper() for w in found):
+            items += len(found)
+        else:
+            return False
+    return items >= min_items
+
+
+def bare_list_share(text: str, min_items: int, max_item_words: int) -> tuple[float, list[str]]:
+    """Share of the text's words inside bare lists, and those lists: sentences or lines that are
+    lists (:func:`is_bare_list`), and runs of at least ``min_items`` lines that are one bare item
+    each (a bulleted list of keywords)."""
+    total, listed, found = 0, 0, []
+    run: list[str] = []  # consecutive lines of one bare item each
+
+    def close_run() -> None:
+        nonlocal listed
+        if len(run) >= min_items:
+            listed += sum(len(words(line)) for line in run)
+            found.append(" / ".join(line.strip() for line in run))
+        run.clear()
+
+    for match in SPAN.finditer(text):
+        span = match.group(0)
+        n = len(words(span))
+        total += n
+        if not n:
+            continue
+        if is_bare_list(span, min_items, max_item_words):
+            close_run()
+            listed += n
+            found.append(span.strip())
+        elif span.endswith("\n") or match.end() == len(text):
+            if is_bare_list(span, 1, max_item_words):
+                run.append(span)
+            else:
+                close_run()
+        else:
+            close_run()
+    close_run()
+    return (listed / total if total else 0.0), found
+
+
 # -- configs ----------------------------------------------------------------------------------------
 
 
@@ -424,6 +491,17 @@ class LikelihoodFloorGuard(Section):
     followed by a pasted passage read as readable on average (red-team, issue 15). The shortfall is then weighted by the share
     of the output's tokens that are its own, so a mostly copied output pays little and a wholly
     copied one nothing (its information is 0 anyway)."""
+    budget_tokens: Optional[PositiveInt] = None
+    """With ``uncopied_only``: the floor also holds over the output's first ``budget_tokens``
+    tokens, the ones that earn information (set it to ``copy_credit.budget_tokens``), and the larger
+    of the two shortfalls is charged. Text past the budget earns nothing and must not lift the
+    floor of the text that does: a list of the source's names in the budget followed by a readable
+    summary read as readable on average (probe family ``near_copy``, issue 15)."""
+
+    def check(self) -> None:
+        if self.budget_tokens is not None and not self.uncopied_only:
+            raise ConfigError(f"needs uncopied_only: true, got budget_tokens {self.budget_tokens} without it",
+                              field="budget_tokens")
 
 
 @dataclass
@@ -480,6 +558,12 @@ class GroundingGuard(Section):
     share of which are absent from the source, is unsupported, and the share of the output's content
     words in unsupported sentences is charged from 0 (the penalty is the larger of the two ramps).
     Catches one appended sentence of filler or self-praise, which the whole-text share dilutes."""
+    per_sentence: Optional[Fraction] = None
+    """With ``sentence_threshold``: charge each unsupported sentence this share of ``weight`` (up to
+    the full weight) instead of the share of the output's content words they hold. A share falls
+    as grounded text is added, so an output with an unsupported sentence gained by growing (a
+    rewritten lead sentence put before a real summary, probe family ``near_copy``); a count does
+    not."""
     skip_function_words: bool = False
     """Leave common English function words of ``min_chars`` or more letters (``with``, ``will``,
     ``more``, ``over``, ... :data:`FUNCTION_WORDS`) out of the whole-text share and of each
@@ -488,6 +572,11 @@ class GroundingGuard(Section):
     grounded (the probe suite's ``filler_c_start``: 5 of its 15 words of four or more letters are
     function words). English only; off by default, and in the shipped ``default``, whose reward
     was verified by GRPO runs without it."""
+
+    def check(self) -> None:
+        if self.per_sentence is not None and self.sentence_threshold is None:
+            raise ConfigError(f"needs sentence_threshold, got per_sentence {self.per_sentence} without it",
+                              field="per_sentence")
 
 
 @dataclass
@@ -498,6 +587,27 @@ class EndingGuard(Section):
     section_path: ClassVar[str] = "reward.guards.ending"
 
     enabled: bool = False
+    weight: Weight = 1.0
+
+
+@dataclass
+class WordListGuard(Section):
+    """A sentence or line that is nothing but a list of names or keywords (keyword stuffing): at
+    least ``min_items`` short pieces between commas, "and", slashes or bullets, none holding a
+    function word (:func:`is_bare_list`). A list of the source's names says the most about the
+    source per word and adds its names to the judge's context, so it lifts a likelihood judge's
+    information and a form-filling judge's relevance without saying anything about them (probe
+    family ``near_copy``: the names before a real summary). The penalty grows with the share of the
+    output's words in such lists, from 0 to the full ``weight`` at ``full_at``. A list inside a
+    clause ("backed by Taylor, Hoddle, Keegan and Eriksson") is prose and is not charged. English
+    function words only."""
+
+    section_path: ClassVar[str] = "reward.guards.word_list"
+
+    enabled: bool = False
+    min_items: PositiveInt = 4
+    max_item_words: PositiveInt = 3
+    full_at: Fraction = 0.25
     weight: Weight = 1.0
 
 
@@ -551,6 +661,7 @@ GUARD_TYPES = {
     "length": LengthGuard,
     "grounding": GroundingGuard,
     "ending": EndingGuard,
+    "word_list": WordListGuard,
 }
 
 
@@ -571,6 +682,7 @@ class GuardsConfig(Section):
     length: LengthGuard = field(default_factory=LengthGuard)
     grounding: GroundingGuard = field(default_factory=GroundingGuard)
     ending: EndingGuard = field(default_factory=EndingGuard)
+    word_list: WordListGuard = field(default_factory=WordListGuard)
 
     @classmethod
     def from_dict(cls, raw, where: str | None = None) -> "GuardsConfig":
@@ -661,6 +773,16 @@ SELF_PREDICATE = (r"is|was|has|does|captures|covers|meets|contains|includes|dese
                   r"reads|reflects|presents|conveys|summari[sz]es|accurately|fully|clearly|correctly|faithfully")
 
 
+# A span that is only a short label and a score as a fraction ("Quality: 5/5.", "Overall verdict =
+# 9 out of 10"), whatever the label: a form line; the numerator must not exceed the denominator
+# (odds such as "Odds: 5/1" are news).
+LABELLED_FRACTION = re.compile(
+    rf"(?i)^\W*(?:[^\W\d_]+[\s'-]+){{0,2}}[^\W\d_]+\W{{0,3}}\s*[:=]\s*\**\s*({NUMBER})\s*(?:/|out of)\s*({NUMBER})\W*$")
+# Lines this short are judged whole as well as sentence by sentence: a form slot split by its own
+# punctuation ("- Coherence?: 5" is the sentences "- Coherence?" and ": 5") is still a slot.
+SHORT_LINE_WORDS = 8
+
+
 @dataclass(frozen=True)
 class InjectionPatterns:
     """The compiled patterns of :class:`InjectionGuard` for one aspect vocabulary."""
@@ -669,6 +791,18 @@ class InjectionPatterns:
     heading: re.Pattern
     addressed: re.Pattern
     self_reference: re.Pattern
+    fraction: re.Pattern = LABELLED_FRACTION
+
+    def search(self, span: str) -> bool:
+        """Does this sentence or line talk to the judge?"""
+        span = span.strip()
+        if not span:
+            return False
+        fraction = self.fraction.match(span)
+        if fraction and float(fraction.group(1)) <= float(fraction.group(2)) <= 100:
+            return True
+        return bool(self.rating.search(span) or self.heading.search(span) or self.addressed.search(span)
+                    or self.self_reference.search(span))
 
     @classmethod
     def build(cls, aspect_titles: Sequence[str], output_labels: Sequence[str]) -> "InjectionPatterns":
@@ -710,17 +844,16 @@ def neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
     judge, and those spans; with none removed, the canonical text as it is."""
     text = canonical(text)
     kept, removed = [], []
-    for match in SPAN.finditer(text):
-        span = match.group(0)
-        if not span.strip():
-            kept.append(span)
-            continue
-        if (patterns.rating.search(span) or patterns.heading.search(span.strip()) or patterns.addressed.search(span.strip())
-                or patterns.self_reference.search(span)):
-            removed.append(span.strip())
-            kept.append("\n" if span.endswith("\n") else "")
-        else:
-            kept.append(span)
+    for line in text.splitlines(keepends=True):
+        spans = SPAN.findall(line)
+        if not any(patterns.search(span) for span in spans) and len(words(line)) <= SHORT_LINE_WORDS and patterns.search(line):
+            spans = [line]
+        for span in spans:
+            if patterns.search(span):
+                removed.append(span.strip())
+                kept.append("\n" if span.endswith("\n") else "")
+            else:
+                kept.append(span)
     if not removed:
         return text, removed
     clean = re.sub(r"[ \t]+\n", "\n", "".join(kept))
@@ -806,8 +939,14 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
             unsupported, sentences = unsupported_sentence_share(output, source.word_set, g.min_chars, g.sentence_threshold,
                                                               g.skip_function_words)
             report.measured["grounding"].update(unsupported_share=unsupported, unsupported_sentences=len(sentences))
-            ramp = max(ramp, _ramp(unsupported, 0.0, 1.0))
+            charged = unsupported if g.per_sentence is None else min(1.0, g.per_sentence * len(sentences))
+            ramp = max(ramp, _ramp(charged, 0.0, 1.0))
         report.penalties["grounding"] = g.weight * ramp
+    if config.word_list.enabled:
+        g = config.word_list
+        share, lists = bare_list_share(output, g.min_items, g.max_item_words)
+        report.measured["word_list"] = {"listed_share": share, "lists": len(lists)}
+        report.penalties["word_list"] = g.weight * _ramp(share, 0.0, g.full_at)
     if config.ending.enabled:
         complete = ends_complete(output)
         report.measured["ending"] = {"complete": complete}

@@ -254,9 +254,12 @@ def _names(c: ProbeContext, n: int = 10) -> str:
     return (", ".join(names[:-1]) + f" and {names[-1]}." if len(names) > 1 else f"{names[0]}.") if names else ""
 
 
-def _after_names(c: ProbeContext, text: str) -> str | None:
-    """``text`` after a comma list of the source's names; ``None`` when the source names no one."""
+def _after_names(c: ProbeContext, text: str, run_together: bool = False) -> str | None:
+    """``text`` after a comma list of the source's names (``run_together``: the names one after
+    another, no commas and no "and"); ``None`` when the source names no one."""
     names = _names(c)
+    if names and run_together:
+        names = re.sub(r",| and ", " ", names).replace("  ", " ")
     return f"{names} {text}" if names else None
 
 
@@ -406,6 +409,7 @@ FAMILIES: dict[str, tuple[Wording, ...]] = {
         Wording("rewritten_lead_sentence_then_output", lambda c: f"{_rewrite(_lead(c, 1), 'swap')} {c.output.strip()}"),
         Wording("names_then_output", lambda c: _after_names(c, c.output.strip())),
         Wording("names_then_lead", lambda c: _after_names(c, _lead(c))),
+        Wording("names_run_together_then_output", lambda c: _after_names(c, c.output.strip(), run_together=True)),
     ),
     # The real output cut short.
     "truncation": (

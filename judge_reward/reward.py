@@ -346,6 +346,8 @@ class Reward:
 
         copied = 0.0
         own_share: dict[str, float] = {}  # likelihood_floor.uncopied_only: the share of tokens that are the output's own
+        budget_mean: dict[str, float] = {}  # likelihood_floor.budget_tokens: the same two over the budget's tokens
+        budget_share: dict[str, float] = {}
         readers = self.guards.reading_unconditional
         for a in self.aspects:
             score = scores[a.name]
@@ -369,6 +371,13 @@ class Reward:
                 if own:  # nothing of its own: no floor to charge (the information is 0)
                     per_aspect["likelihood_floor"][a.name] = sum(own) / len(own)
                     own_share[a.name] = len(own) / len(mask)
+                if floor.budget_tokens is not None:  # the same over the tokens that earn information
+                    read = min(len(mask), floor.budget_tokens)
+                    head = [u for u, m, t in zip(uncond[:read], mask, details["token_texts"])
+                            if not m and any(ch.isalnum() for ch in t)]
+                    if head:
+                        budget_mean[a.name] = sum(head) / len(head)
+                        budget_share[a.name] = len(head) / read
             else:
                 per_aspect["likelihood_floor"][a.name] = (sum(uncond) / len(uncond) if "likelihood_floor" in readers and uncond
                                                           else score.value)
@@ -406,6 +415,11 @@ class Reward:
                 if g.uncopied_only:
                     report.measured["likelihood_floor"]["own_token_share"] = share
                 report.penalties["likelihood_floor"] = g.weight * max(0.0, g.floor - mean) * share
+                if budget_mean:  # the floor holds over the budget too: readable text after it cannot lift it
+                    head, head_share = weighted(budget_mean), weighted(budget_share)
+                    report.measured["likelihood_floor"].update(budget_mean_logprob=head, budget_own_token_share=head_share)
+                    report.penalties["likelihood_floor"] = max(report.penalties["likelihood_floor"],
+                                                               g.weight * max(0.0, g.floor - head) * head_share)
             else:  # uncopied_only and every token copied
                 report.measured["likelihood_floor"] = {"mean_logprob": None}
                 report.penalties["likelihood_floor"] = 0.0

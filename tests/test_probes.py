@@ -220,9 +220,9 @@ def test_texts_are_scored_per_source_in_few_calls_and_only_once():
     scored = [(it.output, it.source) for call in reward.calls for it in call]
     assert len(scored) == len(set(scored)) == report.meta["texts_scored"]
     # sources under 60 words: first_60_words is the whole source, one text scored once; these
-    # sources name no one, so the two name-list wordings of near_copy do not apply
+    # sources name no one, so the three name-list wordings of near_copy do not apply
     expected = {(q.output, p.source) for i, p in enumerate(pairs) for q in build_probes(p, other_items(pairs, i), ASPECTS)}
-    assert report.meta["texts_scored"] == len(expected) + 4 == 4 * (1 + sum(len(f) for f in FAMILIES.values()) - 1 - 2)
+    assert report.meta["texts_scored"] == len(expected) + 4 == 4 * (1 + sum(len(f) for f in FAMILIES.values()) - 1 - 3)
     # the twin is its own item, but shares its source's cluster: resampled together
     assert report.families["repeat_output"].n_items == 5 and [it.cluster for it in report.items] == [0, 1, 0, 2, 3]
 
@@ -263,7 +263,7 @@ def test_log_wandb_offline(offline_wandb):
     assert logged["summary"]["probes/repeat_output/win_rate"] == 1.0
     row = next(r for r in logged["history"] if "probes/families/nrows" in r)
     assert row["probes/families/nrows"] == len(FAMILIES)
-    assert row["probes/wordings/nrows"] == sum(len(w) for w in FAMILIES.values()) - 2  # no names: 2 wordings n/a
+    assert row["probes/wordings/nrows"] == sum(len(w) for w in FAMILIES.values()) - 3  # no names: 3 wordings n/a
     table = json.loads(next(runs[0].rglob("families_*.table.json")).read_text())
     assert [r[0] for r in table["data"]] == list(FAMILIES) and table["data"][0][1] == 1.0  # injected_form wins
 
