@@ -296,7 +296,7 @@ def unsupported_sentence_share(text: str, source_words: set, min_chars: int, thr
 SHORT_FUNCTION_WORDS = frozenset("""
 a am an and any are as at be but by can did do for had has he her him his how i if in is it its
 may me my no nor not now of off on one or our out own she so the too two up us was we who why yet
-you all few its let per put say see set via
+you all few let per put say see set via
 """.split())
 LIST_SEPARATOR = re.compile(r"\s*(?:[,;:/&|\u2022\u00b7]|\s-\s|\band\b|\bor\b)\s*", re.I)
 
@@ -358,6 +358,12 @@ def bare_list_share(text: str, min_items: int, max_item_words: int) -> tuple[flo
     return (listed / total if total else 0.0), found
 
 
+def without_sentences(text: str, sentences: Sequence[str]) -> str:
+    """``text`` without the given sentences (as :data:`SPAN` cuts them, stripped)."""
+    drop = set(sentences)
+    return "".join(m.group(0) for m in SPAN.finditer(text) if m.group(0).strip() not in drop)
+
+
 # -- configs ----------------------------------------------------------------------------------------
 
 
@@ -388,6 +394,11 @@ class CopyGuard(Section):
     threshold: FractionBelowOne = 0.3
     full_at: Fraction = 1.0
     weight: Weight = 1.0
+    grounded_only: bool = False
+    """Take the share over the words outside the sentences ``grounding`` finds unsupported (needs
+    ``grounding.sentence_threshold``): a sentence of filler, praise or invented claims appended to
+    a mostly copied output does not dilute its copied share (it paid less than the copy penalty it
+    removed: probe families ``self_praise``, ``filler``, ``invented_detail``)."""
 
     def check(self) -> None:
         if self.full_at <= self.threshold:
@@ -535,6 +546,11 @@ class LengthGuard(Section):
     max_words: Optional[PositiveInt] = None
     max_source_ratio: Optional[PositiveFloat] = 0.5
     weight: Weight = 1.0
+    grounded_only: bool = False
+    """Against ``min_words``, count only the words outside the sentences ``grounding`` finds
+    unsupported (needs ``grounding.sentence_threshold``): a sentence of filler, praise or invented
+    claims appended to a short output does not bring it to the length wanted (it paid less than the
+    shortfall it removed: probe families ``self_praise``, ``filler``, ``invented_detail``)."""
 
 
 @dataclass
@@ -687,6 +703,14 @@ class GuardsConfig(Section):
     @classmethod
     def from_dict(cls, raw, where: str | None = None) -> "GuardsConfig":
         return build_section(cls, raw, where)
+
+    def check(self) -> None:
+        grounding = self.grounding
+        for name in ("copy", "length"):
+            section = getattr(self, name)
+            if section.enabled and section.grounded_only and not (grounding.enabled and grounding.sentence_threshold is not None):
+                raise ConfigError("grounded_only needs the grounding guard on with sentence_threshold set",
+                                  field=f"{name}.grounded_only")
 
     @property
     def enabled(self) -> list[str]:
@@ -901,18 +925,26 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
     """Measure ``output`` (already neutralised) against ``source`` with every enabled penalty guard."""
     report = GuardReport()
     toks = words(output)
+    unsupported: tuple[float, list[str]] | None = None  # grounding's sentence verdicts, read by copy and length too
+    if config.grounding.enabled and config.grounding.sentence_threshold is not None and source is not None and source.words:
+        g = config.grounding
+        unsupported = unsupported_sentence_share(output, source.word_set, g.min_chars, g.sentence_threshold,
+                                                 g.skip_function_words)
+    # grounded_only: the output without the sentences grounding finds unsupported
+    grounded = without_sentences(output, unsupported[1]) if unsupported and unsupported[1] else output
     if config.injection.enabled:
         penalty = min(config.injection.max_penalty, config.injection.weight_per_span * removed_spans)
         report.measured["injection"] = {"removed_spans": removed_spans}
         report.penalties["injection"] = penalty
     if config.copy.enabled and source is not None and source.words:
+        judged = grounded if config.copy.grounded_only else output
         if config.copy.near_copy_words:
-            text = canonical(output)
+            text = canonical(judged)
             found = match_words(text)
             spans = copy_spans(text, source, config.copy.min_fragment, config.copy.near_copy_words)
             share = sum(any(a <= m.start() < b for a, b in spans) for m in found) / len(found) if found else 0.0
         else:
-            share = long_copy_share(toks, source.words, config.copy.min_fragment, source.positions)
+            share = long_copy_share(words(judged), source.words, config.copy.min_fragment, source.positions)
         report.measured["copy"] = {"long_copy_share": share}
         report.penalties["copy"] = config.copy.weight * _ramp(share, config.copy.threshold, config.copy.full_at)
     if config.repetition.enabled:
@@ -922,24 +954,26 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
     if config.length.enabled:
         g = config.length
         n = len(toks)
+        n_short = len(words(grounded)) if g.grounded_only else n
         ceilings = [g.max_words] if g.max_words else []
         if g.max_source_ratio is not None and source is not None and source.words:
             ceilings.append(max(g.min_words, g.max_source_ratio * len(source.words)))
         ceiling = min(ceilings) if ceilings else None
-        short = _ramp(g.min_words - n, 0, g.min_words) if g.min_words else 0.0
+        short = _ramp(g.min_words - n_short, 0, g.min_words) if g.min_words else 0.0
         long = _ramp(n, ceiling, 2 * ceiling) if ceiling else 0.0
         report.measured["length"] = {"words": n, "ceiling": ceiling}
+        if g.grounded_only:
+            report.measured["length"]["grounded_words"] = n_short
         report.penalties["length"] = g.weight * max(short, long)
     if config.grounding.enabled and source is not None and source.words:
         g = config.grounding
         share = novel_word_share(toks, source.word_set, g.min_chars, g.skip_function_words)
         report.measured["grounding"] = {"novel_word_share": share}
         ramp = _ramp(share, g.threshold, 1.0)
-        if g.sentence_threshold is not None:
-            unsupported, sentences = unsupported_sentence_share(output, source.word_set, g.min_chars, g.sentence_threshold,
-                                                              g.skip_function_words)
-            report.measured["grounding"].update(unsupported_share=unsupported, unsupported_sentences=len(sentences))
-            charged = unsupported if g.per_sentence is None else min(1.0, g.per_sentence * len(sentences))
+        if unsupported is not None:
+            share_unsupported, sentences = unsupported
+            report.measured["grounding"].update(unsupported_share=share_unsupported, unsupported_sentences=len(sentences))
+            charged = share_unsupported if g.per_sentence is None else min(1.0, g.per_sentence * len(sentences))
             ramp = max(ramp, _ramp(charged, 0.0, 1.0))
         report.penalties["grounding"] = g.weight * ramp
     if config.word_list.enabled:

@@ -150,6 +150,34 @@ def test_grounding_can_charge_unsupported_sentences_by_count():
         GuardsConfig.from_dict({"grounding": {"enabled": True, "per_sentence": 0.2}})
 
 
+def test_grounded_only_keeps_unsupported_sentences_from_diluting_copy_and_filling_length():
+    """copy.grounded_only and length.grounded_only: a sentence grounding finds unsupported counts for
+    nothing in the copied share and towards min_words, so appending one cannot pay for itself."""
+    stats = SourceStats(ARTICLE)
+    lead = " ".join(ARTICLE.split()[:24])  # a pasted passage: the copied share is 1
+    filler = " Overall, this remains a significant development whose consequences everyone will watch closely."
+    grounding = {"enabled": True, "threshold": 0.7, "weight": 0.5, "sentence_threshold": 0.6, "per_sentence": 0.2}
+    copy = {"enabled": True, "min_fragment": 8, "threshold": 0.3, "weight": 1.0}
+    length = {"enabled": True, "min_words": 30, "max_source_ratio": None, "weight": 1.0}
+    plain = GuardsConfig.from_dict({"grounding": grounding, "copy": copy, "length": length})
+    grounded = GuardsConfig.from_dict({"grounding": grounding, "copy": {**copy, "grounded_only": True},
+                                       "length": {**length, "grounded_only": True}})
+    alone, padded = apply_guards(plain, lead, stats), apply_guards(plain, lead + filler, stats)
+    # the hole: the filler lowers the copy share and fills the length for less than it costs
+    assert padded.measured["copy"]["long_copy_share"] < alone.measured["copy"]["long_copy_share"]
+    assert padded.penalties["length"] < alone.penalties["length"] and padded.total < alone.total
+    closed = apply_guards(grounded, lead + filler, stats)
+    assert closed.measured["copy"]["long_copy_share"] == pytest.approx(alone.measured["copy"]["long_copy_share"])
+    assert closed.measured["length"]["grounded_words"] == len(words(lead)) and closed.measured["length"]["words"] > 30
+    assert closed.penalties["length"] == pytest.approx(alone.penalties["length"])
+    assert closed.total == pytest.approx(alone.total + closed.penalties["grounding"]) and closed.penalties["grounding"] > 0
+    # a grounded sentence still counts
+    more = " The council voted on Tuesday after engineers found cracked supports under the old bridge."
+    assert apply_guards(grounded, lead + more, stats).measured["length"]["grounded_words"] == len(words(lead + more))
+    with pytest.raises(ConfigError, match=r"reward\.guards\.copy\.grounded_only: grounded_only needs the grounding guard"):
+        GuardsConfig.from_dict({"copy": {"enabled": True, "grounded_only": True}})
+
+
 @pytest.mark.parametrize("listed", [
     "Leigh, Scarlett, Vivien, Wind, Gone, Auctions, Rhett, Butler, Clark and Academy.",
     "Key names: council / bridge / engineers / repairs / Tuesday",
@@ -889,6 +917,7 @@ def test_shipped_configs_carry_a_guarded_reward():
     assert geval.length.min_words == 30 and geval.grounding.skip_function_words
     # ... nor a summary to one with an invented sentence about its subject: half new words is enough
     assert geval.grounding.sentence_threshold == 0.5 and geval.grounding.per_sentence == 0.2
+    assert geval.copy.grounded_only and geval.length.grounded_only
     assert RewardConfig.from_dict(JudgeConfig.from_yaml("gptscore").reward).guards.grounding.sentence_threshold == 0.6
     # the GPTScore judges' aspects share the source (issue 17); agreement measured in the README
     for name in ("default", "gptscore"):
