@@ -248,18 +248,21 @@ def _lead(c: ProbeContext, n: int = 3) -> str:
     return " ".join(sentences(c.source)[:n])
 
 
-def _names(c: ProbeContext, n: int = 10) -> str:
-    """The source's most frequent names (see :func:`subject`), as a comma list."""
+def _names(c: ProbeContext, n: int = 10, run_together: bool = False) -> str:
+    """The source's most frequent names (see :func:`subject`), as a comma list (``run_together``:
+    one after another, no commas and no "and")."""
     names = [name for name, _ in _name_counts(c.source).most_common(n)]
-    return (", ".join(names[:-1]) + f" and {names[-1]}." if len(names) > 1 else f"{names[0]}.") if names else ""
+    if not names:
+        return ""
+    if run_together or len(names) == 1:
+        return " ".join(names) + "."
+    return ", ".join(names[:-1]) + f" and {names[-1]}."
 
 
 def _after_names(c: ProbeContext, text: str, run_together: bool = False) -> str | None:
-    """``text`` after a comma list of the source's names (``run_together``: the names one after
-    another, no commas and no "and"); ``None`` when the source names no one."""
-    names = _names(c)
-    if names and run_together:
-        names = re.sub(r",| and ", " ", names).replace("  ", " ")
+    """``text`` after a list of the source's names (:func:`_names`); ``None`` when the source
+    names no one."""
+    names = _names(c, run_together=run_together)
     return f"{names} {text}" if names else None
 
 

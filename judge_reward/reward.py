@@ -367,14 +367,14 @@ class Reward:
             if "likelihood_floor" in readers and floor.uncopied_only:
                 g = self.guards.copy_credit if self.guards.copy_credit.enabled else self.guards.information
                 mask = copied_mask(details["token_texts"], g.min_fragment, g.near_copy_words)
-                own = [u for u, m, t in zip(uncond, mask, details["token_texts"]) if not m and any(ch.isalnum() for ch in t)]
+                own_at = [k for k, (m, t) in enumerate(zip(mask, details["token_texts"])) if not m and any(ch.isalnum() for ch in t)]
+                own = [uncond[k] for k in own_at]
                 if own:  # nothing of its own: no floor to charge (the information is 0)
                     per_aspect["likelihood_floor"][a.name] = sum(own) / len(own)
                     own_share[a.name] = len(own) / len(mask)
                 if floor.budget_tokens is not None:  # the same over the tokens that earn information
                     read = min(len(mask), floor.budget_tokens)
-                    head = [u for u, m, t in zip(uncond[:read], mask, details["token_texts"])
-                            if not m and any(ch.isalnum() for ch in t)]
+                    head = [uncond[k] for k in own_at if k < read]
                     if head:
                         budget_mean[a.name] = sum(head) / len(head)
                         budget_share[a.name] = len(head) / read
