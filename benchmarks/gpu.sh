@@ -30,5 +30,5 @@ run sdpa_agreement sdpa_agreement.py
 run exact_vs_sampling geval_exact_vs_sampling.py --items 4
 run aspects aspect_sharing.py --methods geval gptscore-source-first
 run aspects_grpo_group aspect_sharing.py --methods gptscore-source-first --summaries 4 --repeats 5
-run grpo_step grpo_step.py --policy embedded:gemma3-270m
-run grpo_step_large grpo_step.py --policy embedded:gemma3-270m --batch 32 --num-generations 8 --max-completion-length 64
+run grpo_step grpo_step.py --policy embedded:gemma3-270m --cold --profile 4
+run grpo_step_large grpo_step.py --policy embedded:gemma3-270m --batch 32 --num-generations 8 --max-completion-length 64 --cold --profile 4

@@ -10,17 +10,30 @@ training, the same items are scored again by a fresh judge (cache off, so nothin
 the same torch thread count.
 
 Prints per step: step seconds, judge seconds inside, judge share, seconds per completion inside
-and outside, and the ratio inside / outside; then medians and min-max over the steps (the first
-step, which loads and warms up, is reported apart).
+and outside, the ratio inside / outside, and the seconds Python's garbage collector ran during each
+call; then medians and min-max over the steps (the first step, which loads and warms up, is
+reported apart).
+
+Where a difference remains, two diagnostics locate it. ``--cold`` scores the same items outside a
+second time in a fresh process (its judge warmed on two items, as the trainer's first step warms
+it): the in-process replay runs shapes the trainer's calls already ran, a fresh process has seen
+none of them, as each training step has not. ``--profile K`` runs step K's reward call and its
+replay outside under cProfile and prints the functions whose own time differs most (step K is then
+left out of the medians).
 
     PYTHONPATH=. HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false python benchmarks/grpo_step.py   # ~3-5 min
     python benchmarks/grpo_step.py --policy embedded:gemma3-270m       # a policy of the judge's size
+    python benchmarks/grpo_step.py --cold --profile 4                  # + the two diagnostics
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import dataclasses
+import gc
+import multiprocessing
+import pstats
 import sys
 import time
 from pathlib import Path
@@ -32,6 +45,69 @@ from _common import device_line, median_range  # noqa: E402
 from grpo_hacking import PROMPT, data_dir, load_articles, prompt_of  # noqa: E402
 
 
+class GcClock:
+    """Seconds Python's cyclic garbage collector has run since ``start()`` (through ``gc.callbacks``):
+    a trainer keeps far more objects alive than a script, and a full collection walks all of them."""
+
+    def __init__(self):
+        self.total = 0.0
+        self._began = 0.0
+        gc.callbacks.append(self._tick)
+
+    def _tick(self, phase, info):
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.total += time.perf_counter() - self._began
+
+    def seconds(self, fn):
+        """Run ``fn``; return (its result, GC seconds during it)."""
+        before = self.total
+        out = fn()
+        return out, self.total - before
+
+
+def profiled(fn):
+    """Run ``fn`` under cProfile; return (its result, wall seconds, pstats.Stats)."""
+    prof = cProfile.Profile()
+    start = time.perf_counter()
+    out = prof.runcall(fn)
+    seconds = time.perf_counter() - start
+    return out, seconds, pstats.Stats(prof)
+
+
+def print_profile_difference(inside: pstats.Stats, outside: pstats.Stats, top: int = 15) -> None:
+    """The functions whose own (exclusive) time differs most between the two profiles."""
+    def own(stats):
+        return {f"{Path(file).name}:{line}({name})": (tt, calls)
+                for (file, line, name), (_, calls, tt, _, _) in stats.stats.items()}
+
+    a, b = own(inside), own(outside)
+    keys = sorted(set(a) | set(b), key=lambda k: abs(a.get(k, (0, 0))[0] - b.get(k, (0, 0))[0]), reverse=True)
+    print(f"{'own s inside':>12} {'outside':>8} {'calls in':>9} {'out':>7}  function")
+    for k in keys[:top]:
+        (ta, ca), (tb, cb) = a.get(k, (0.0, 0)), b.get(k, (0.0, 0))
+        print(f"{ta:>12.4f} {tb:>8.4f} {ca:>9} {cb:>7}  {k}")
+    print(f"{sum(t for t, _ in a.values()):>12.4f} {sum(t for t, _ in b.values()):>8.4f}  all functions")
+
+
+def score_cold(config, aspects, batches, threads: int, queue) -> None:
+    """In a fresh process: warm a judge on two items, then time one ``Judge.score`` per batch."""
+    import torch
+
+    from judge_reward import Judge
+
+    torch.set_num_threads(threads)
+    judge = Judge(config)
+    judge.score(batches[0][:2], aspects=aspects)
+    times = []
+    for items in batches:
+        start = time.perf_counter()
+        judge.score(items, aspects=aspects)
+        times.append(time.perf_counter() - start)
+    queue.put(times)
+
+
 class TimedReward:
     """Forwards TRL's call to the JudgeReward; records wall seconds and the judged items per call.
 
@@ -39,11 +115,15 @@ class TimedReward:
     work the trainer had queued before it (``wait``), and how many memory segments the CUDA caching
     allocator had to request during the call (``segments``: each a cudaMalloc, which synchronises)."""
 
-    def __init__(self, reward, cuda: bool):
+    def __init__(self, reward, cuda: bool, gc_clock: GcClock, profile_call: int | None = None):
         self.reward = reward
         self.cuda = cuda
+        self.gc_clock = gc_clock
+        self.profile_call = profile_call  # 1-based call to run under cProfile
+        self.profile: pstats.Stats | None = None
         self.__name__ = reward.__name__
         self.calls: list[tuple[float, list]] = []
+        self.gc_seconds: list[float] = []
         self.waits: list[float] = []
         self.segments: list[int] = []
 
@@ -55,9 +135,17 @@ class TimedReward:
             torch.cuda.synchronize()
             self.waits.append(time.perf_counter() - start)
             before = torch.cuda.memory_stats().get("segment.all.allocated", 0)
-        start = time.perf_counter()
-        out = self.reward(prompts, completions, completion_ids, **kwargs)
-        seconds = time.perf_counter() - start
+        def call():
+            return self.reward(prompts, completions, completion_ids, **kwargs)
+
+        gc_before = self.gc_clock.total
+        if len(self.calls) + 1 == self.profile_call:
+            out, seconds, self.profile = profiled(call)
+        else:
+            start = time.perf_counter()
+            out = call()
+            seconds = time.perf_counter() - start
+        self.gc_seconds.append(self.gc_clock.total - gc_before)
         if self.cuda:
             self.segments.append(torch.cuda.memory_stats().get("segment.all.allocated", 0) - before)
         self.calls.append((seconds, self.reward.items(prompts, completions, kwargs)))
@@ -78,7 +166,13 @@ def main() -> None:
     p.add_argument("--data", default=None)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where the policy trains and the judge runs (auto: CUDA when present)")
+    p.add_argument("--cold", action="store_true",
+                   help="also score each step's items outside in a fresh process, where no shape has run yet")
+    p.add_argument("--profile", type=int, default=None, metavar="K",
+                   help="run step K's reward call and its replay outside under cProfile; print the difference")
     args = p.parse_args()
+    if args.profile is not None and not 2 <= args.profile <= args.steps:
+        p.error(f"--profile: {args.profile} is not a step from 2 to --steps ({args.steps})")
 
     import torch
 
@@ -95,7 +189,8 @@ def main() -> None:
     config = JudgeConfig.load(args.config)
     judge = Judge(dataclasses.replace(config, backend={**config.backend, "device": args.device}))
     device = judge.backend.device.type  # the backend resolves "auto"; the policy trains where the judge runs
-    reward = TimedReward(JudgeReward(judge), cuda=device == "cuda")
+    gc_clock = GcClock()
+    reward = TimedReward(JudgeReward(judge), cuda=device == "cuda", gc_clock=gc_clock, profile_call=args.profile)
     from judge_reward.backends.loading import converted_directory, resolve_model
 
     model_dir = str(converted_directory(resolve_model(args.policy)))
@@ -126,30 +221,58 @@ def main() -> None:
     trainer.train()
 
     # Outside the trainer: a fresh judge on the same items, cache off, one call per step's batch.
-    outside_judge = Judge(dataclasses.replace(judge.config, cache={"memory": False}))
+    outside_config = dataclasses.replace(judge.config, cache={"memory": False})
+    outside_judge = Judge(outside_config)
     aspects = [a.name for a in JudgeReward(outside_judge).reward.aspects]
     outside_judge.score(reward.calls[0][1][:2], aspects=aspects)  # warm-up, as the trainer's first step was
-    inside, outside, shares = [], [], []
+    cold = None
+    if args.cold:  # a fresh process; spawn, as CUDA cannot be forked
+        ctx = multiprocessing.get_context("spawn")
+        queue = ctx.Queue()
+        worker = ctx.Process(target=score_cold, args=(outside_config, aspects, [items for _, items in reward.calls],
+                                                      args.threads, queue))
+        worker.start()
+        cold = queue.get()
+        worker.join()
+    inside, outside, cold_ratio, shares = [], [], [], []
     print(f"{judge.backend.model_id}; reward aspects {aspects}; policy {args.policy}; "
           f"{args.batch} completions per step; torch threads {args.threads}; judge {judge.backend.dtype}, policy fp32; "
           f"{device_line(device)}")
-    print(f"{'step':>4} {'step s':>8} {'judge s':>8} {'share':>6} {'in s/compl':>11} {'out s/compl':>12} {'in/out':>7}")
+    print(f"{'step':>4} {'step s':>8} {'judge s':>8} {'share':>6} {'in s/compl':>11} {'out s/compl':>12} {'in/out':>7} "
+          f"{'gc in s':>8} {'gc out s':>9}" + (f" {'cold s/compl':>13} {'in/cold':>8}" if cold else ""))
+    outside_profile = None
     for k, ((seconds, items), step_s) in enumerate(zip(reward.calls, step_seconds), 1):
-        start = time.perf_counter()
-        outside_judge.score(items, aspects=aspects)
-        out_s = time.perf_counter() - start
+        def replay():
+            return outside_judge.score(items, aspects=aspects)
+
+        if k == args.profile:
+            (_, gc_out), out_s, outside_profile = profiled(lambda: gc_clock.seconds(replay))
+        else:
+            start = time.perf_counter()
+            _, gc_out = gc_clock.seconds(replay)
+            out_s = time.perf_counter() - start
         n = len(items)
-        cuda = f"  waited {reward.waits[k - 1]:.3f} s, {reward.segments[k - 1]} new segments" if reward.cuda else ""
-        print(f"{k:>4} {step_s:>8.2f} {seconds:>8.2f} {seconds / step_s:>6.1%} {seconds / n:>11.3f} "
-              f"{out_s / n:>12.3f} {seconds / out_s:>6.2f}x{cuda}")
-        if k > 1:
+        line = (f"{k:>4} {step_s:>8.2f} {seconds:>8.2f} {seconds / step_s:>6.1%} {seconds / n:>11.3f} "
+                f"{out_s / n:>12.3f} {seconds / out_s:>6.2f}x {reward.gc_seconds[k - 1]:>8.3f} {gc_out:>9.3f}")
+        if cold:
+            line += f" {cold[k - 1] / n:>13.3f} {seconds / cold[k - 1]:>7.2f}x"
+        if reward.cuda:
+            line += f"  waited {reward.waits[k - 1]:.3f} s, {reward.segments[k - 1]} new segments"
+        print(line + ("  (profiled)" if k == args.profile else ""))
+        if k > 1 and k != args.profile:
             inside.append(seconds / n)
             outside.append(out_s / n)
             shares.append(seconds / step_s)
+            if cold:
+                cold_ratio.append(seconds / cold[k - 1])
     ratios = [i / o for i, o in zip(inside, outside)]
-    print(f"steps 2-{len(reward.calls)}: judge share {median_range(shares, 3)}; s per completion inside {median_range(inside, 3)}, "
-          f"outside {median_range(outside, 3)}; inside / outside {median_range(ratios, 3)} (median [min-max])")
-
+    steps = f"steps 2-{len(reward.calls)}" + (f" but {args.profile}" if args.profile else "")
+    print(f"{steps}: judge share {median_range(shares, 3)}; s per completion inside {median_range(inside, 3)}, "
+          f"outside {median_range(outside, 3)}; inside / outside {median_range(ratios, 3)} (median [min-max])"
+          + (f"; inside / outside in a fresh process {median_range(cold_ratio, 3)}" if cold else ""))
+    if args.profile:
+        print(f"\nstep {args.profile} under cProfile, inside the trainer vs the replay outside:")
+        print_profile_difference(reward.profile, outside_profile)
 
 if __name__ == "__main__":
     main()
