@@ -308,14 +308,15 @@ def _build(cls, raw: Any, where: str, file: str = ""):
 
 
 def resolve_config_path(name_or_path: str | Path, kind: str) -> Path:
-    """A path that exists, as given; else a built-in name: ``<kind>/<name>.yaml`` in the package's configs.
+    """A file that exists, as given; else a built-in name: ``<kind>/<name>.yaml`` in the package's configs.
 
     A path spelt from the repository root as before configs moved into the package
     (``configs/judges/default.yaml``) that does not exist maps onto the packaged file, so old
-    commands keep working from any directory.
+    commands keep working from any directory. A directory is never taken for the file: run from
+    the data folder, ``summeval`` is both SummEval's folder and the built-in aspect file.
     """
     path = Path(name_or_path)
-    if path.exists():
+    if path.is_file():
         return path
     parts = PurePosixPath(str(name_or_path).replace("\\", "/")).parts
     if len(parts) > 1 and parts[0] == "configs":
@@ -326,7 +327,8 @@ def resolve_config_path(name_or_path: str | Path, kind: str) -> Path:
     if builtin.is_file():
         return builtin
     known = sorted(p.stem for p in (CONFIG_DIR / kind).glob("*.yaml"))
-    raise ConfigError(f"no file {str(name_or_path)!r} and no built-in of that name (built-ins: {known})", field=kind)
+    what = "a directory, not a file," if path.is_dir() else "no file"
+    raise ConfigError(f"{what} {str(name_or_path)!r} and no built-in of that name (built-ins: {known})", field=kind)
 
 
 def read_yaml(path: str | Path) -> Any:

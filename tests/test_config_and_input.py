@@ -25,6 +25,17 @@ def test_builtin_aspect_files_load():
     assert len(load_aspects("gptscore_dialogue").aspects) >= 10
 
 
+def test_a_directory_never_shadows_a_builtin_name(tmp_path, monkeypatch):
+    # run from the data folder, "summeval" is also SummEval's directory
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "summeval").mkdir()
+    (tmp_path / "nothing_built_in").mkdir()
+    assert set(load_aspects("summeval").aspects) == {"coherence", "consistency", "fluency", "relevance"}
+    assert JudgeConfig.load("default").method == "gptscore"
+    with pytest.raises(ConfigError, match="a directory, not a file, 'nothing_built_in' and no built-in"):
+        load_aspects("nothing_built_in")
+
+
 @pytest.mark.parametrize("text, message", [
     ("aspects: [unclosed", "not valid YAML"),
     ("- a list", "expected a mapping at the top level"),
