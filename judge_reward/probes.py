@@ -274,6 +274,23 @@ def _repeat_word(source: str, rank: int, times: int) -> Callable[[ProbeContext],
     return build
 
 
+def _subject_every(n: int) -> Callable[[ProbeContext], str]:
+    """The output with "in <subject>" after every ``n``-th word: the source's main name said again
+    and again, as a GRPO policy came to write ("Charles Manuel of Iowa in Iowa has surrendered his
+    state license in Iowa to the Iowa Board"), which a count of repeated word triples misses."""
+    def build(c: ProbeContext) -> str:
+        name = subject(c.source)
+        words = c.output.split()
+        out = []
+        for k, word in enumerate(words, 1):
+            out.append(word)
+            if k % n == 0 and k < len(words):
+                out.append(f"in {name}")
+        return " ".join(out)
+
+    return build
+
+
 def _restart(c: ProbeContext) -> str:
     """The output, then its first half again: a generation that loops back to its beginning."""
     words = c.output.split()
@@ -388,6 +405,8 @@ FAMILIES: dict[str, tuple[Wording, ...]] = {
         Wording("source_second_word_x40", _repeat_word("source", 1, 40)),
         # what the GRPO run's guarded policy wrote: a clause, then a run of bare full stops
         Wording("half_output_then_full_stops", lambda c: _cut_words(c.output, len(c.output.split()) // 2) + " ." * 20),
+        # what run 20's policy came to write on 2 of 8 held-out articles: the place name again and again
+        Wording("subject_after_every_5_words", _subject_every(5)),
     ),
     # The real output padded with generic sentences that say nothing.
     "filler": (

@@ -95,6 +95,10 @@ def test_wordings_follow_the_aspects_and_the_task():
     assert probes[("repeat_word", "output_word_x20")] == " ".join(["city"] * 20)  # first of the most frequent
     assert len(set(probes[("repeat_word", "source_second_word_x40")].split())) == 1
     assert words(probes[("repeat_word", "source_second_word_x40")]) == 40
+    # the subject's name after every fifth word, never after the last
+    chunks = [" ".join(out.split()[k:k + 5]) for k in range(0, len(out.split()), 5)]
+    assert len(chunks) >= 3
+    assert probes[("repeat_word", "subject_after_every_5_words")] == f" in {subject(src)} ".join(chunks)
     assert probes[("copy_source", "whole_source")] == src
     assert probes[("copy_source", "lead_3_sentences")] == "The city council met on Tuesday. It approved the new budget " \
         "after a long debate. Members voted seven to two."
