@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import ClassVar, Optional, Sequence
 
@@ -228,6 +229,16 @@ def repeated_share(output: Sequence[str], n: int) -> float:
     if len(grams) < 2:
         return 0.0
     return 1.0 - len(set(grams)) / len(grams)
+
+
+def overused_share(text_words: Sequence[str], max_uses: int, min_chars: int = 4) -> float:
+    """Share of the output's content words (:func:`content_words`, function words skipped) that
+    are a word's use beyond its ``max_uses``-th: a name said again and again between other words,
+    which no repeated word triple shows ("Charles Manuel of Iowa in Iowa has surrendered his state
+    license in Iowa to the Iowa Board": 2 of 10)."""
+    counts = Counter(content_words(text_words, min_chars, skip_function_words=True))
+    total = sum(counts.values())
+    return sum(max(0, c - max_uses) for c in counts.values()) / total if total else 0.0
 
 
 # Common English words of four letters or more that carry no content (grounding's default min_chars,
@@ -528,6 +539,20 @@ class RepetitionGuard(Section):
     punctuation: bool = True
     """Count punctuation marks as tokens, so runs of bare marks (``The . The . . . .``, a policy's
     way round a word-only count in the GRPO run) repeat like words do."""
+    max_word_uses: Optional[PositiveInt] = None
+    """Also charge content words used more than this many times (:func:`overused_share`; None:
+    off): the source's main name put in again every few words pads the length and breaks copied
+    fragments apart while every trigram stays new (probe ``repeat_word/subject_after_every_5_words``
+    beat the real summary on 8/20 articles under ``geval_gemma`` without it; GRPO run 20's policy
+    wrote it on 2 of 8 held-out articles). The charge grows from 0 at ``word_threshold`` to the full
+    ``weight`` at ``word_full_at``; the larger of the two repetition charges is taken."""
+    word_threshold: FractionBelowOne = 0.15
+    word_full_at: Fraction = 0.4
+
+    def check(self) -> None:
+        if self.word_full_at <= self.word_threshold:
+            raise ConfigError(f"must be above word_threshold ({self.word_threshold}), got {self.word_full_at}",
+                              field="word_full_at")
 
 
 @dataclass
@@ -948,9 +973,15 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
         report.measured["copy"] = {"long_copy_share": share}
         report.penalties["copy"] = config.copy.weight * _ramp(share, config.copy.threshold, config.copy.full_at)
     if config.repetition.enabled:
-        share = repeated_share(tokens(output) if config.repetition.punctuation else toks, config.repetition.n)
+        g = config.repetition
+        share = repeated_share(tokens(output) if g.punctuation else toks, g.n)
         report.measured["repetition"] = {"repeated_share": share}
-        report.penalties["repetition"] = config.repetition.weight * _ramp(share, config.repetition.threshold, 1.0)
+        ramp = _ramp(share, g.threshold, 1.0)
+        if g.max_word_uses is not None:
+            overused = overused_share(toks, g.max_word_uses)
+            report.measured["repetition"]["overused_word_share"] = overused
+            ramp = max(ramp, _ramp(overused, g.word_threshold, g.word_full_at))
+        report.penalties["repetition"] = g.weight * ramp
     if config.length.enabled:
         g = config.length
         n = len(toks)

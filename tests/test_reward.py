@@ -23,7 +23,8 @@ from judge_reward.cli import app
 from judge_reward.guards import (
     GuardsConfig, InjectionPatterns, SourceStats, apply_guards, canonical, content_words, copied_fragments,
     copied_token_mask, copy_credit, copy_spans, ends_complete, long_copy_share, mask_values, match_words,
-    near_copy_spans, neutralise, novel_word_share, repeated_share, source_information, word_positions, words,
+    near_copy_spans, neutralise, novel_word_share, overused_share, repeated_share, source_information, word_positions,
+    words,
 )
 from judge_reward.backends.base import ContinuationRequest
 from judge_reward.methods.base import Score
@@ -301,6 +302,28 @@ def test_repetition_counts_runs_of_bare_punctuation():
     assert apply_guards(words_only, text, None).penalties["repetition"] == 0.0
     assert apply_guards(with_marks, text, None).penalties["repetition"] > 0.25
     assert apply_guards(with_marks, SUMMARY, None).penalties["repetition"] == 0.0  # ordinary punctuation is free
+
+
+def test_repetition_counts_a_name_said_again_and_again():
+    """GRPO run 20's held-out summary: no word triple repeats, one name four times."""
+    text = "Charles Manuel of Iowa in Iowa has surrendered his state license in Iowa to the Iowa Board."
+    assert overused_share(words(text), 2) == pytest.approx(2 / 10)  # 10 content words, uses 3 and 4 of "iowa"
+    assert overused_share(words(text), 4) == 0.0 and overused_share([], 2) == 0.0
+    triples = GuardsConfig.from_dict({"repetition": {"enabled": True, "weight": 0.5}})
+    names = GuardsConfig.from_dict({"repetition": {"enabled": True, "weight": 0.5, "max_word_uses": 2}})
+    assert apply_guards(triples, text, None).penalties["repetition"] == 0.0
+    report = apply_guards(names, text, None)
+    assert report.measured["repetition"]["overused_word_share"] == pytest.approx(0.2)
+    assert report.penalties["repetition"] == pytest.approx(0.5 * (0.2 - 0.15) / (0.4 - 0.15))
+    # a name twice, as summaries say it, is free; function words never count
+    natural = ("Paul Merson has restarted his row with Andros Townsend. Merson said that Townsend should not "
+               "have been picked for England, and that there were better players for the side.")
+    assert apply_guards(names, natural, None).penalties["repetition"] == 0.0
+    # the larger of the two charges: a repeated sentence still pays its triples
+    twice = f"{SUMMARY} {SUMMARY}"
+    assert apply_guards(names, twice, None).penalties["repetition"] == apply_guards(triples, twice, None).penalties["repetition"] > 0
+    with pytest.raises(ConfigError, match="word_full_at: must be above word_threshold"):
+        GuardsConfig.from_dict({"repetition": {"enabled": True, "max_word_uses": 2, "word_threshold": 0.4, "word_full_at": 0.3}})
 
 
 def test_every_config_section_uses_the_one_config_system():
@@ -918,6 +941,7 @@ def test_shipped_configs_carry_a_guarded_reward():
     # ... nor a summary to one with an invented sentence about its subject: half new words is enough
     assert geval.grounding.sentence_threshold == 0.5 and geval.grounding.per_sentence == 0.2
     assert geval.copy.grounded_only and geval.length.grounded_only
+    assert geval.repetition.max_word_uses == 2  # a name put in every few words (GRPO run 20, probes)
     assert RewardConfig.from_dict(JudgeConfig.from_yaml("gptscore").reward).guards.grounding.sentence_threshold == 0.6
     # the GPTScore judges' aspects share the source (issue 17); agreement measured in the README
     for name in ("default", "gptscore"):
