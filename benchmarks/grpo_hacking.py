@@ -10,7 +10,8 @@ the judge's cache), so each run shows what the other reward would have said abou
 Per step (``docs/grpo_hacking/<run>/metrics.jsonl``): reward mean/std, the trained and the shadow
 reward, judge-only score (aspect mean, no penalty), guard penalties, completion length (words,
 tokens, share cut at the length limit), copy rate (share of completion word 4-grams found in the
-article), novel bigram share, repetition (share of repeated word 3-grams), judge seconds / step
+article), novel bigram share, repetition (share of repeated word 3-grams; and of content words past a
+word's second use, ``overused``), numbers the article does not give, judge seconds / step
 seconds, and the self-reinforcement monitor's audits. Completions of the first and last steps and
 greedy completions of held-out eval articles before and after training go to ``completions.md``.
 
@@ -76,7 +77,7 @@ NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 def text_stats(output: str, source: str) -> dict:
-    from judge_reward.guards import copied_share, ngrams, repeated_share, words
+    from judge_reward.guards import copied_share, ngrams, overused_share, repeated_share, words
 
     out, src = words(output), words(source)
     grams2 = ngrams(out, 2)
@@ -88,6 +89,8 @@ def text_stats(output: str, source: str) -> dict:
         "rep3": repeated_share(out, 3),
         # a number (a year, a score, a count) the article does not give: run 19 began inventing years
         "new_num": float(bool(set(NUMBER.findall(output)) - set(NUMBER.findall(source)))),
+        # content words past a word's second use: run 20's held-out "of Iowa in Iowa ... in Iowa"
+        "overused": overused_share(out, 2),
     }
 
 
@@ -254,6 +257,7 @@ def make_step_callback(recorder, metrics_path: Path, max_completion_length: int,
                 "novel2": mean([r["novel2"] for r in rows]),
                 "rep3": mean([r["rep3"] for r in rows]),
                 "new_num": mean([r.get("new_num") for r in rows]),
+                "overused": mean([r.get("overused") for r in rows]),
             }
             for key in sorted({k for r in rows for k in r["components"]} | {k for r in rows for k in r["shadow_components"]}):
                 row[f"c/{key}"] = mean([r["components"].get(key) for r in rows])
@@ -318,7 +322,7 @@ def evaluate(model, tokenizer, rows: list[dict], rewards: dict, max_new_tokens: 
         per.append({"doc_id": r["doc_id"], "output": o, **{name: scored[name][k].value for name in rewards},
                     **text_stats(o, r["source"])})
     summary = {name: mean([p[name] for p in per]) for name in rewards}
-    for key in ("words", "copy4", "novel2", "rep3", "new_num"):
+    for key in ("words", "copy4", "novel2", "rep3", "new_num", "overused"):
         summary[key] = mean([p[key] for p in per])
     summary["seconds"] = time.perf_counter() - start
     return {"summary": summary, "items": per}
