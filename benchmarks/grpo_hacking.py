@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 PROMPT = "Summarise this news article in 2-3 sentences:\n\n{article}"
 RUNS = {"off": "unguarded", "on": "guarded"}
-SAVED_RUNS = ["unguarded", "guarded", "guarded_shipped", "guarded_shipped_v2", "guarded_copy4", "guarded_copy_credit", "guarded_contrast", "guarded_information", "guarded_information_total", "guarded_information_fluency", "guarded_information_kl", "information_long", "unguarded_kl", "default_seed1", "geval_guarded", "geval_unguarded", "gptscore_as_shipped", "default_seed2", "default_redteam", "default_budgetfloor", "geval_shipped"]
+SAVED_RUNS = ["unguarded", "guarded", "guarded_shipped", "guarded_shipped_v2", "guarded_copy4", "guarded_copy_credit", "guarded_contrast", "guarded_information", "guarded_information_total", "guarded_information_fluency", "guarded_information_kl", "information_long", "unguarded_kl", "default_seed1", "geval_guarded", "geval_unguarded", "gptscore_as_shipped", "default_seed2", "default_redteam", "default_budgetfloor", "geval_shipped", "geval_word_uses"]
 """The runs docs/grpo_hacking.md reports, in its order (``--plot``/``--report`` take ``--runs``)."""
 COPY_N = 4
 
