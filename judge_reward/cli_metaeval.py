@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import typer
 from rich.console import Console
@@ -18,9 +18,10 @@ from rich.console import Console
 from .cli_errors import UserError, check_output_file, user_errors
 from .data import resolve_data_path
 from .metaeval.datasets import LOADERS, MetaEvalDataset, TableFormat, load_dataset
-from .metaeval.judging import judge_aspects, judge_scores
-from .metaeval.report import MetaEvalConfig, MetaEvalReport, evaluate
-from .metaeval.rouge import RougeConfig, rouge_scores
+
+# The statistics (scipy) and ROUGE load when meta-eval runs, not when the CLI starts.
+if TYPE_CHECKING:
+    from .metaeval.report import MetaEvalConfig, MetaEvalReport
 
 BASELINES = ("rouge",)
 
@@ -35,7 +36,7 @@ def run_meta_eval(
     judge_name: str = "judge",
     baselines: Sequence[str] = (),
     aspects: Sequence[str] | None = None,
-    config: MetaEvalConfig = MetaEvalConfig(),
+    config: MetaEvalConfig | None = None,
     console: Console | None = None,
     reward=None,
 ) -> MetaEvalReport:
@@ -45,7 +46,13 @@ def run_meta_eval(
     for the baselines only). With ``reward`` (a :class:`~judge_reward.reward.Reward` on the same
     judge) the metric ``reward``, one number per item (what a trainer gets), is correlated with
     every aspect's ratings. Timing and judge and reward failures go into ``report.meta``.
+    ``config``: bootstrap and seed (default :class:`MetaEvalConfig`'s).
     """
+    from .metaeval.judging import judge_aspects, judge_scores
+    from .metaeval.report import MetaEvalConfig, evaluate
+    from .metaeval.rouge import RougeConfig, rouge_scores
+
+    config = config if config is not None else MetaEvalConfig()
     console = console or Console(stderr=True)
     for b in baselines:
         if b not in BASELINES:
@@ -192,6 +199,8 @@ def meta_eval(
             from .reward import Reward
 
             reward = Reward(judge)
+        from .metaeval.report import MetaEvalConfig
+
         report = run_meta_eval(
             ds, judge, judge_name, _split(baselines), _split(aspects) or None,
             MetaEvalConfig(n_bootstrap=n_bootstrap, seed=seed), console, reward=reward,
