@@ -46,7 +46,7 @@ from grpo_hacking import PROMPT, data_dir, load_articles, prompt_of  # noqa: E40
 
 
 class GcClock:
-    """Seconds Python's cyclic garbage collector has run since ``start()`` (through ``gc.callbacks``):
+    """Seconds Python's cyclic garbage collector has run so far (``total``, through ``gc.callbacks``):
     a trainer keeps far more objects alive than a script, and a full collection walks all of them."""
 
     def __init__(self):
@@ -60,20 +60,16 @@ class GcClock:
         else:
             self.total += time.perf_counter() - self._began
 
-    def seconds(self, fn):
-        """Run ``fn``; return (its result, GC seconds during it)."""
-        before = self.total
-        out = fn()
-        return out, self.total - before
 
-
-def profiled(fn):
-    """Run ``fn`` under cProfile; return (its result, wall seconds, pstats.Stats)."""
-    prof = cProfile.Profile()
+def measured(fn, gc_clock: GcClock, profile: bool = False):
+    """Run ``fn`` (under cProfile when ``profile``); return (its result, wall seconds, GC seconds,
+    pstats.Stats or None)."""
+    prof = cProfile.Profile() if profile else None
+    gc_before = gc_clock.total
     start = time.perf_counter()
-    out = prof.runcall(fn)
+    out = prof.runcall(fn) if prof else fn()
     seconds = time.perf_counter() - start
-    return out, seconds, pstats.Stats(prof)
+    return out, seconds, gc_clock.total - gc_before, pstats.Stats(prof) if prof else None
 
 
 def print_profile_difference(inside: pstats.Stats, outside: pstats.Stats, top: int = 15) -> None:
@@ -138,14 +134,11 @@ class TimedReward:
         def call():
             return self.reward(prompts, completions, completion_ids, **kwargs)
 
-        gc_before = self.gc_clock.total
-        if len(self.calls) + 1 == self.profile_call:
-            out, seconds, self.profile = profiled(call)
-        else:
-            start = time.perf_counter()
-            out = call()
-            seconds = time.perf_counter() - start
-        self.gc_seconds.append(self.gc_clock.total - gc_before)
+        profile = len(self.calls) + 1 == self.profile_call
+        out, seconds, gc_seconds, stats = measured(call, self.gc_clock, profile)
+        self.gc_seconds.append(gc_seconds)
+        if profile:
+            self.profile = stats
         if self.cuda:
             self.segments.append(torch.cuda.memory_stats().get("segment.all.allocated", 0) - before)
         self.calls.append((seconds, self.reward.items(prompts, completions, kwargs)))
@@ -245,12 +238,8 @@ def main() -> None:
         def replay():
             return outside_judge.score(items, aspects=aspects)
 
-        if k == args.profile:
-            (_, gc_out), out_s, outside_profile = profiled(lambda: gc_clock.seconds(replay))
-        else:
-            start = time.perf_counter()
-            _, gc_out = gc_clock.seconds(replay)
-            out_s = time.perf_counter() - start
+        _, out_s, gc_out, stats = measured(replay, gc_clock, profile=k == args.profile)
+        outside_profile = stats or outside_profile
         n = len(items)
         line = (f"{k:>4} {step_s:>8.2f} {seconds:>8.2f} {seconds / step_s:>6.1%} {seconds / n:>11.3f} "
                 f"{out_s / n:>12.3f} {seconds / out_s:>6.2f}x {reward.gc_seconds[k - 1]:>8.3f} {gc_out:>9.3f}")

@@ -50,10 +50,4 @@ def __dir__():
     return sorted(set(globals()) | set(__all__))
 
 
-__all__ = [
-    "LEVELS", "METHODS", "AspectResult", "Cell", "Comparison", "DatasetError", "HumanRatedItem", "Interval",
-    "MetaEvalConfig", "MetaEvalDataset", "MetaEvalReport", "PairedResult", "TableFormat", "WilliamsResult",
-    "bootstrap_ci", "correlate", "dataset_level", "drop_missing", "evaluate", "level_value", "load_csv",
-    "load_dataset", "load_jsonl", "load_references", "load_summeval", "load_topical_chat", "paired_bootstrap_test",
-    "per_group", "permutation_test", "sample_level", "system_level", "williams_t", "williams_test",
-]
+__all__ = sorted(_SOURCE)
