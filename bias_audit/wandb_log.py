@@ -94,6 +94,8 @@ def _records(path: Path):
         if kind == 0 and length == 0:
             pos += room  # zero padding up to the next block
             continue
+        if pos + _HEADER + length > len(raw):
+            break  # a record wandb-core is still writing: the caller reads again later
         data = raw[pos + _HEADER:pos + _HEADER + length]
         pos += _HEADER + length
         if kind == 1:

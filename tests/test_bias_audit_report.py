@@ -1,7 +1,6 @@
 """bias_audit: the audit pipeline end to end (judge -> rows -> statistics -> report files, W&B, CLI)."""
 
 import json
-import time
 from collections import Counter
 
 import numpy as np
@@ -10,7 +9,7 @@ from typer.testing import CliRunner
 
 from bias_audit import AuditConfig, run_audit
 from bias_audit.data import Study, Judgement, load_zhang2023, n_words
-from bias_audit.wandb_log import find_offline_runs, read_offline_run
+from bias_audit.wandb_log import find_offline_runs, wait_for_offline_run
 from judge_reward import Judge, JudgeConfig, Score, load_aspects
 from tiny_models import make_backend
 
@@ -181,14 +180,11 @@ def test_audit_logs_every_number_to_wandb_offline(tmp_path, offline_wandb):
     runs = find_offline_runs(offline_wandb)
     assert len(runs) == 1
     key = "audit/judgement/mean/categories/human_better/difference/value"
-    # wandb-core may still be flushing the offline run file after finish() returns: wait for it.
-    deadline = time.monotonic() + 60
-    while True:
-        logged = read_offline_run(runs[0])
-        rows = [h for h in logged["history"] if key in h]
-        if (rows and "audit/judgement/mean/n" in logged["summary"]) or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    # wandb-core may still be flushing the offline run file after finish() returns: wait until the
+    # last thing log_audit writes (the summary's failure counts, after the history row) is there.
+    logged = wait_for_offline_run(
+        runs[0], lambda run: any(key in h for h in run["history"]) and "audit/failures" in run["summary"])
+    rows = [h for h in logged["history"] if key in h]
     row = rows[0]
     cats = report["results"]["judgement"]["mean"]["categories"]
     assert row["audit/judgement/mean/categories/human_better/difference/value"] == pytest.approx(
