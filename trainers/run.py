@@ -376,7 +376,7 @@ def run_training(config: TrainRunConfig, output_dir: str | None = None, judge=No
         import wandb
 
         if wandb.run is not None:
-            from .wandb_files import finish_run, read_history
+            from judge_reward.wandb_offline import finish_run, read_history
 
             run_dir = finish_run()
             history = read_history(run_dir)
