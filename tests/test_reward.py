@@ -12,6 +12,7 @@ import math
 
 import re
 import unicodedata
+from pathlib import Path
 
 import httpx
 import pytest
@@ -985,6 +986,34 @@ def test_embedded_judge_default_reward_ranks_a_real_summary_above_copies_forms_l
         assert r.value < real.value, (name, r.value, real.value)
     assert results["form"].judged_output == FULL_SUMMARY and results["form"].components["guard/injection"] > 0
     assert results["article"].guards["copy_credit"]["copied_token_share"] > 0.9
+
+
+QUICK_START = Path(__file__).resolve().parents[1] / "examples" / "news_summaries.jsonl"
+
+
+def _quick_start_rewards(config: str, backend) -> dict[str, float]:
+    rows = [json.loads(line) for line in QUICK_START.read_text().splitlines() if line.strip()]
+    results = Reward.from_config(config, backend=backend)([Item(r["output"], r["source"]) for r in rows])
+    return {r["id"]: res.value for r, res in zip(rows, results)}
+
+
+@pytest.mark.slow
+def test_quick_start_example_ranks_as_the_readme_says(gemma_backend):
+    """The README's quick start: `gptscore` ranks the good summary, the one with invented facts and the
+    shuffled one in that order; the default reward puts the shuffled one last too."""
+    gptscore = _quick_start_rewards("gptscore", gemma_backend)
+    assert gptscore["good"] > gptscore["unfaithful"] > gptscore["incoherent"]
+    default = _quick_start_rewards("default", gemma_backend)
+    assert default["incoherent"] < min(default["good"], default["unfaithful"]) - 3  # nats per budget token
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="known miss, README 'Quick start': the default reward pays for what the article "
+                   "makes predictable and charges invented words only through the grounding guard, which cannot be "
+                   "stricter than people's own highlights (benchmarks/novel_words.py)")
+def test_default_reward_ranks_the_faithful_quick_start_summary_above_the_invented_one(gemma_backend):
+    default = _quick_start_rewards("default", gemma_backend)
+    assert default["good"] > default["unfaithful"]
 
 
 @pytest.mark.slow
