@@ -31,6 +31,7 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import sys
 import time
@@ -456,6 +457,12 @@ def run(args) -> None:
     from bias_audit.monitor import _jsonable
 
     (out / "summary.json").write_text(json.dumps(_jsonable(summary), indent=1))
+    # the config as run, beside its results: a built-in name's file changes with later commits
+    from judge_reward.config import resolve_config_path
+
+    as_run = resolve_config_path(args.config, "judges")
+    if as_run.resolve() != (out / "judge.yaml").resolve():  # a rerun from its own saved config keeps it
+        shutil.copyfile(as_run, out / "judge.yaml")
     write_completions(out / "completions.md", name, recorder.calls, eval_before, eval_after, args.show_steps)
     print(f"done: {trainer.state.global_step} steps, train {train_seconds:.0f}s, total "
           f"{time.perf_counter() - t_start:.0f}s, judge {trained.seconds:.0f}s -> {out}", flush=True)
