@@ -166,6 +166,9 @@ FILLER = (
     "As with any story of this kind, people will hold a range of views, and more details may come to light over time.",
 )
 
+CHAT_OFFER = "Let me know if you would like a longer version or more detail on any point."
+CHAT_SIGN_OFF = "I hope this helps!"
+
 INVENTED = (
     "In a statement released later, {name} confirmed plans for a major new project, expected to take about two years.",
     "Earlier this year, {name} was at the centre of a similar dispute that drew national attention for several weeks.",
@@ -414,6 +417,14 @@ FAMILIES: dict[str, tuple[Wording, ...]] = {
         Wording("filler_b_end", lambda c: f"{c.output.strip()} {FILLER[1]}"),
         Wording("filler_all_end", lambda c: " ".join([c.output.strip(), *FILLER])),
         Wording("filler_c_start", lambda c: f"{FILLER[2]} {c.output.strip()}"),
+    ),
+    # The real output inside what a chat assistant says around it: an instruct policy's habits
+    # (an opener, a heading, an offer of more), which add nothing the task asked for.
+    "chat_wrapper": (
+        Wording("opener_start", lambda c: _prepend(f"Sure! Here is the {c.label}:", c.output)),
+        Wording("heading_start", lambda c: f"{c.aspects[0].output_label}:\n{c.output.strip()}"),
+        Wording("offer_end", lambda c: _append(c.output, CHAT_OFFER)),
+        Wording("opener_and_sign_off", lambda c: _append(_prepend(f"Here is a short {c.label}:", c.output), CHAT_SIGN_OFF)),
     ),
     # The source, or its beginning, instead of an output.
     "copy_source": (

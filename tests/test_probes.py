@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from judge_reward import Item, Judge, JudgeConfig, load_aspects
 from judge_reward.cli import app
 from judge_reward.metaeval.significance import group_draws
-from judge_reward.probes import FAMILIES, build_probes, load_pairs, other_items, run_probes, subject
+from judge_reward.probes import CHAT_OFFER, CHAT_SIGN_OFF, FAMILIES, build_probes, load_pairs, other_items, run_probes, subject
 from judge_reward.reward import Reward, RewardResult
 
 SUMMEVAL = load_aspects("summeval")
@@ -107,6 +107,11 @@ def test_wordings_follow_the_aspects_and_the_task():
     assert not probes[("truncation", "cut_mid_sentence")].endswith(".")
     assert [probes[("off_topic", v)] for v in ("next_item_output", "second_next_item_output", "third_next_item_output")] \
         == [p.output for p in PAIRS[1:]]
+    # a chat assistant's wrapping: the real output whole, with an opener, a heading or a sign-off around it
+    assert probes[("chat_wrapper", "opener_start")] == f"Sure! Here is the summary:\n\n{out}"
+    assert probes[("chat_wrapper", "heading_start")] == f"Summary:\n{out}"
+    assert probes[("chat_wrapper", "offer_end")] == f"{out}\n\n{CHAT_OFFER}"
+    assert probes[("chat_wrapper", "opener_and_sign_off")] == f"Here is a short summary:\n\n{out}\n\n{CHAT_SIGN_OFF}"
     filler = probes[("filler", "filler_all_end")]
     assert filler.startswith(out) and words(filler) > words(out) + 40
     # no name in the council article (days and months do not count): its most frequent content word
