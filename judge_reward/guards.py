@@ -117,7 +117,13 @@ def copied_token_mask(token_texts: Sequence[str], text: str, source: "SourceStat
     source (:func:`copy_spans`: a verbatim fragment of at least ``min_fragment`` words, from its
     first word to its last, and with ``near_copy_words`` a near copy). Tokens are placed by their
     characters; a byte-fallback token counts as one character."""
-    spans = copy_spans(text, source, min_fragment, near_copy_words)
+    return token_mask(token_texts, copy_spans(text, source, min_fragment, near_copy_words))
+
+
+def token_mask(token_texts: Sequence[str], spans: Sequence[tuple[int, int]]) -> list[bool]:
+    """For each token (the judge's tokens of a text, in order), whether it overlaps one of the
+    character ``spans`` of that text. Tokens are placed by their characters; a byte-fallback token
+    counts as one character."""
     mask, pos = [], 0
     for tok in token_texts:
         end = pos + (1 if _BYTE_TOKEN.match(tok) else len(tok.translate(_TOKEN_SPACE)))
@@ -278,6 +284,21 @@ def novel_word_share(output: Sequence[str], source_words: set, min_chars: int, s
 MIN_SENTENCE_CONTENT = 3  # a sentence with fewer content words says too little to judge alone
 
 
+def _sentence_verdicts(text: str, source_words: set, min_chars: int, threshold: float,
+                       skip_function_words: bool = False):
+    """Each sentence or line of ``text``: its match, its number of content words, and whether it is
+    unsupported (see :func:`unsupported_sentence_share`)."""
+    for match in SPAN.finditer(text):
+        sentence = words(match.group(0))
+        size = content_words(sentence, min_chars)  # what the sentence weighs in the share
+        # the verdict reads only the words that can show grounding (function words are everywhere)
+        evidence = content_words(sentence, min_chars, skip_function_words)
+        new = sum(w not in source_words for w in evidence)
+        unsupported = bool(evidence) and (new / len(evidence) > threshold if len(evidence) >= MIN_SENTENCE_CONTENT
+                                          else new == len(evidence))
+        yield match, len(size), unsupported
+
+
 def unsupported_sentence_share(text: str, source_words: set, min_chars: int, threshold: float,
                                skip_function_words: bool = False) -> tuple[float, list[str]]:
     """Share of the text's content words that sit in *unsupported* sentences, and those sentences.
@@ -289,17 +310,19 @@ def unsupported_sentence_share(text: str, source_words: set, min_chars: int, thr
     alone: nearly all of its words are new.
     """
     total, unsupported, found = 0, 0, []
-    for match in SPAN.finditer(text):
-        sentence = words(match.group(0))
-        size = content_words(sentence, min_chars)  # what the sentence weighs in the share
-        # the verdict reads only the words that can show grounding (function words are everywhere)
-        evidence = content_words(sentence, min_chars, skip_function_words)
-        total += len(size)
-        new = sum(w not in source_words for w in evidence)
-        if evidence and (new / len(evidence) > threshold if len(evidence) >= MIN_SENTENCE_CONTENT else new == len(evidence)):
-            unsupported += len(size)
+    for match, size, flagged in _sentence_verdicts(text, source_words, min_chars, threshold, skip_function_words):
+        total += size
+        if flagged:
+            unsupported += size
             found.append(match.group(0).strip())
     return (unsupported / total if total else 0.0), found
+
+
+def unsupported_spans(text: str, source_words: set, min_chars: int, threshold: float,
+                      skip_function_words: bool = False) -> list[tuple[int, int]]:
+    """Character spans of the unsupported sentences of ``text`` (:func:`unsupported_sentence_share`)."""
+    return [match.span() for match, _, flagged in _sentence_verdicts(text, source_words, min_chars, threshold,
+                                                                     skip_function_words) if flagged]
 
 
 # Closed-class English words shorter than four letters (:data:`FUNCTION_WORDS` holds the longer
@@ -445,6 +468,12 @@ class CopyCreditGuard(Section):
     output's own words (pointwise mutual information), 0 for copied words. Text the judge finds
     likely whatever the source (a counting sequence, boilerplate) is worth nothing either. The term
     is then usually negative (a credit): still shown as ``guard/copy_credit``."""
+    grounded_only: bool = False
+    """Tokens of the sentences that ``grounding`` finds unsupported (needs its ``sentence_threshold``)
+    earn no information either, and ``likelihood_floor.uncopied_only`` leaves them out: an opener,
+    a sign-off or filler says nothing about the source, yet a judge may find a word of it likelier
+    after the source ("Sure" at the start, +5 nats), and readable words lift the floor's mean (probe
+    family ``chat_wrapper``)."""
     budget_tokens: Optional[PositiveInt] = None
     """With ``contrast``: the information is summed over the output's first ``budget_tokens`` tokens
     and divided by ``budget_tokens`` instead of averaged over its tokens, so the reward is what the
@@ -483,6 +512,8 @@ class InformationGuard(Section):
     """Tokens inside verbatim source fragments of at least this many words count 0."""
     near_copy_words: NonNegativeInt = 0
     """Tokens of near copies count 0 too (see ``copy_credit.near_copy_words``)."""
+    grounded_only: bool = False
+    """Tokens of unsupported sentences count 0 too (see ``copy_credit.grounded_only``)."""
     weight: Weight = 3.0
 
 
@@ -731,7 +762,7 @@ class GuardsConfig(Section):
 
     def check(self) -> None:
         grounding = self.grounding
-        for name in ("copy", "length"):
+        for name in ("copy", "length", "copy_credit", "information"):
             section = getattr(self, name)
             if section.enabled and section.grounded_only and not (grounding.enabled and grounding.sentence_threshold is not None):
                 raise ConfigError("grounded_only needs the grounding guard on with sentence_threshold set",

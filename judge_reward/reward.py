@@ -34,8 +34,7 @@ from .aspects import Aspect
 from .config import ConfigError, Expect, Section, Weight, build_section
 from .guards import (
     GuardReport, GuardsConfig, InjectionPatterns, SourceStats, apply_guards, copied_token_mask, copy_credit,
-    mask_values, neutralise,
-    source_information,
+    mask_values, neutralise, source_information, token_mask, unsupported_spans,
 )
 from .methods.base import Item, Score
 
@@ -336,7 +335,7 @@ class Reward:
         """The guards that read each aspect's token log-probabilities, as weighted means over the
         aspects (every aspect scores the same output tokens after its own instruction)."""
         per_aspect: dict[str, dict[str, float]] = {name: {} for name in TOKEN_GUARDS}
-        masks: dict[tuple[int, int], list[bool]] = {}  # every aspect scores the same output tokens
+        masks: dict[tuple[int, int] | str, list[bool]] = {}  # every aspect scores the same output tokens
 
         def copied_mask(token_texts: list[str], min_fragment: int, near_copy_words: int) -> list[bool]:
             if (min_fragment, near_copy_words) not in masks:
@@ -344,7 +343,23 @@ class Reward:
                     token_texts, " " + output.strip(), source, min_fragment, near_copy_words)
             return masks[min_fragment, near_copy_words]
 
-        copied = 0.0
+        def unsupported_mask(token_texts: list[str], g) -> list[bool]:
+            """With ``g.grounded_only``: the tokens of the sentences grounding finds unsupported."""
+            if not g.grounded_only:
+                return [False] * len(token_texts)
+            if "unsupported" not in masks:
+                ground = self.guards.grounding
+                masks["unsupported"] = token_mask(token_texts, unsupported_spans(
+                    " " + output.strip(), source.word_set, ground.min_chars, ground.sentence_threshold,
+                    ground.skip_function_words))
+            return masks["unsupported"]
+
+        def no_information_mask(token_texts: list[str], g) -> list[bool]:
+            """The tokens that earn no information: copied ones, and with ``grounded_only`` unsupported ones."""
+            copied_tokens = copied_mask(token_texts, g.min_fragment, g.near_copy_words)
+            return [c or u for c, u in zip(copied_tokens, unsupported_mask(token_texts, g))]
+
+        copied = unsupported = 0.0
         own_share: dict[str, float] = {}  # likelihood_floor.uncopied_only: the share of tokens that are the output's own
         budget_mean: dict[str, float] = {}  # likelihood_floor.budget_tokens: the same two over the budget's tokens
         budget_share: dict[str, float] = {}
@@ -367,17 +382,21 @@ class Reward:
             if "likelihood_floor" in readers and floor.uncopied_only:
                 g = self.guards.copy_credit if self.guards.copy_credit.enabled else self.guards.information
                 mask = copied_mask(details["token_texts"], g.min_fragment, g.near_copy_words)
-                own_at = [k for k, (m, t) in enumerate(zip(mask, details["token_texts"])) if not m and any(ch.isalnum() for ch in t)]
+                # grounded_only: unsupported sentences are no part of the output's own words, nor of
+                # the tokens its shortfall is weighed against (an opener must not dilute the share)
+                skip = unsupported_mask(details["token_texts"], g)
+                own_at = [k for k, (m, u, t) in enumerate(zip(mask, skip, details["token_texts"]))
+                          if not m and not u and any(ch.isalnum() for ch in t)]
                 own = [uncond[k] for k in own_at]
                 if own:  # nothing of its own: no floor to charge (the information is 0)
                     per_aspect["likelihood_floor"][a.name] = sum(own) / len(own)
-                    own_share[a.name] = len(own) / len(mask)
+                    own_share[a.name] = len(own) / (len(mask) - sum(skip))
                 if floor.budget_tokens is not None:  # the same over the tokens that earn information
                     read = min(len(mask), floor.budget_tokens)
                     head = [uncond[k] for k in own_at if k < read]
                     if head:
                         budget_mean[a.name] = sum(head) / len(head)
-                        budget_share[a.name] = len(head) / read
+                        budget_share[a.name] = len(head) / (read - sum(skip[:read]))
             else:
                 per_aspect["likelihood_floor"][a.name] = (sum(uncond) / len(uncond) if "likelihood_floor" in readers and uncond
                                                           else score.value)
@@ -385,10 +404,12 @@ class Reward:
                 g = self.guards.copy_credit
                 m = copied_mask(details["token_texts"], g.min_fragment, g.near_copy_words)
                 copied = sum(m) / len(m) if m else 0.0
-                per_aspect["copy_credit"][a.name] = copy_credit(cond, uncond, m, g.contrast, g.budget_tokens)
+                unsupported = sum(unsupported_mask(details["token_texts"], g)) / len(m) if m else 0.0
+                per_aspect["copy_credit"][a.name] = copy_credit(cond, uncond, no_information_mask(details["token_texts"], g),
+                                                                g.contrast, g.budget_tokens)
             if self.guards.information.enabled:
                 g = self.guards.information
-                m = copied_mask(details["token_texts"], g.min_fragment, g.near_copy_words)
+                m = no_information_mask(details["token_texts"], g)
                 per_aspect["information"][a.name] = source_information(cond, uncond, m, g.budget_tokens)
 
         def weighted(values: dict[str, float]) -> float:
@@ -398,6 +419,8 @@ class Reward:
         if self.guards.copy_credit.enabled:
             credit = weighted(per_aspect["copy_credit"])
             report.measured["copy_credit"] = {"credit": credit, "copied_token_share": copied}
+            if self.guards.copy_credit.grounded_only:
+                report.measured["copy_credit"]["unsupported_token_share"] = unsupported
             report.penalties["copy_credit"] = self.guards.copy_credit.weight * credit
         if self.guards.information.enabled:
             g = self.guards.information

@@ -891,6 +891,62 @@ def test_the_floor_also_holds_over_the_budget_tokens():
         RewardConfig.from_dict({"normalise": "none", "guards": {"likelihood_floor": {"enabled": True, "budget_tokens": 12}}})
 
 
+def test_grounded_only_unsupported_sentences_earn_nothing_and_stay_out_of_the_floor():
+    """copy_credit.grounded_only: the tokens of the sentences grounding finds unsupported (a chat
+    opener) count 0 in the information, like copied ones, and are neither the output's own words
+    nor part of the tokens its floor shortfall is weighed against."""
+    from judge_reward.guards import copied_token_mask, token_mask, unsupported_spans
+
+    BUDGET = 40  # past the opener's tokens (the tiny tokenizer splits words finely)
+    unconditional = {"reduce": "mean", "unconditional": True}
+    opener = "Sure! Here is the summary:"
+    text = f"{opener}\n\n{SUMMARY}"
+    grounding = {"enabled": True, "weight": 0.0, "sentence_threshold": 0.6, "skip_function_words": True}
+    floor = {"enabled": True, "floor": 0.0, "weight": 1.0, "unconditional": True, "uncopied_only": True, "budget_tokens": BUDGET}
+
+    def reward_for(grounded_only: bool) -> Reward:
+        credit = {"enabled": True, "contrast": True, "budget_tokens": BUDGET, "grounded_only": grounded_only}
+        guards = {"copy_credit": credit, "likelihood_floor": floor, "grounding": grounding}
+        return Reward(tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore=unconditional))
+
+    reward = reward_for(True)
+    [r] = reward([Item(text, ARTICLE)])
+    [plain] = reward_for(False)([Item(text, ARTICLE)])
+    source = SourceStats(ARTICLE)
+    spans = unsupported_spans(" " + text, source.word_set, 4, 0.6, True)
+    assert [(" " + text)[a:b].strip() for a, b in spans] == ["Sure!", "Here is the summary:"]
+    infos, means, shares, head_means, head_shares = [], [], [], [], []
+    for aspect in reward.aspects:
+        _, cond, alone = by_hand_rows(reward.judge, aspect, text)
+        copied = copied_token_mask(alone.tokens, " " + text, source, 4)
+        skip = token_mask(alone.tokens, spans)
+        assert 0 < sum(skip[:BUDGET]) < BUDGET < len(skip) and not any(copied)
+        infos.append(sum(c - u for c, u, s in list(zip(cond.token_logprobs, alone.token_logprobs, skip))[:BUDGET] if not s) / BUDGET)
+        own = [(k, u) for k, (u, s, t) in enumerate(zip(alone.token_logprobs, skip, alone.tokens))
+               if not s and any(ch.isalnum() for ch in t)]
+        means.append(sum(u for _, u in own) / len(own))
+        shares.append(len(own) / (len(skip) - sum(skip)))
+        head = [u for k, u in own if k < BUDGET]
+        head_means.append(sum(head) / len(head))
+        head_shares.append(len(head) / (BUDGET - sum(skip[:BUDGET])))
+    info = sum(infos) / 2
+    floor_charge = max(-sum(means) / 2 * sum(shares) / 2, -sum(head_means) / 2 * sum(head_shares) / 2)
+    assert r.guards["likelihood_floor"]["mean_logprob"] == pytest.approx(sum(means) / 2, abs=1e-5)
+    assert r.guards["likelihood_floor"]["own_token_share"] == pytest.approx(sum(shares) / 2, abs=1e-9)
+    assert r.guards["likelihood_floor"]["budget_own_token_share"] == pytest.approx(sum(head_shares) / 2, abs=1e-9)
+    assert r.components["guard/likelihood_floor"] == pytest.approx(floor_charge, abs=1e-5)
+    assert r.value == pytest.approx(info - floor_charge, abs=1e-5)
+    assert r.guards["copy_credit"]["unsupported_token_share"] > 0
+    # without it the opener's tokens earn information and count as the output's own words
+    assert plain.value != pytest.approx(r.value, abs=1e-4)
+    assert plain.guards["likelihood_floor"]["mean_logprob"] != pytest.approx(r.guards["likelihood_floor"]["mean_logprob"], abs=1e-6)
+    # a summary with no unsupported sentence is rewarded the same either way
+    assert reward([Item(SUMMARY, ARTICLE)])[0].value == pytest.approx(reward_for(False)([Item(SUMMARY, ARTICLE)])[0].value, abs=1e-9)
+    with pytest.raises(ConfigError, match=r"reward\.guards\.copy_credit\.grounded_only: grounded_only needs the grounding guard on"):
+        RewardConfig.from_dict({"normalise": "none", "guards": {"copy_credit": {"enabled": True, "contrast": True,
+                                                                                "grounded_only": True}}})
+
+
 def test_copy_credit_config_errors_name_the_field():
     guards = {"copy_credit": {"enabled": True}}
     with pytest.raises(ConfigError, match=r"reward\.guards\.copy_credit: needs gptscore\.unconditional: true"):
@@ -928,6 +984,8 @@ def test_shipped_configs_carry_a_guarded_reward():
     assert config.guards.likelihood_floor.unconditional and default.gptscore["unconditional"] is True
     # the floor holds over the tokens that earn the information as well as over the whole output
     assert config.guards.likelihood_floor.budget_tokens == config.guards.copy_credit.budget_tokens
+    # a chat opener or sign-off earns nothing and cannot lift the floor (probe family chat_wrapper)
+    assert config.guards.copy_credit.grounded_only and config.guards.grounding.skip_function_words
     # the same judge with penalty guards, and G-Eval with them
     for name in ("gptscore", "geval_gemma"):
         config = RewardConfig.from_dict(JudgeConfig.from_yaml(name).reward)
