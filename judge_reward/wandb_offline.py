@@ -5,9 +5,11 @@ number, a version), then serialised ``wandb_internal_pb2.Record`` messages frame
 records (32 KiB blocks; each chunk has a 7-byte header: crc32c, length, type FULL/FIRST/MIDDLE/LAST).
 
 wandb-core writes the file from its own process and may still be writing it for a moment after
-``wandb.finish()`` returns, so readers wait: :func:`wait_for_offline_run` until a condition on what
-was logged holds, :func:`read_history` until the file stops growing. Used by ``judge-reward train``
-(to confirm the judge's metrics reached W&B) and by the tests of every W&B logger.
+``wandb.finish()`` returns; a finished run's file ends with its ``exit`` record, after every history
+row and summary update. So readers of a finished run wait for that record
+(:func:`wait_for_offline_run`, :func:`read_history`), and readers of a live one for a condition on
+what was logged. Used by ``judge-reward train`` (to confirm the judge's metrics reached W&B) and by
+the tests of every W&B logger.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def _key(item) -> str:
 def _parse(data: bytes) -> dict:
     from wandb.proto import wandb_internal_pb2 as pb
 
-    history, summary = [], {}
+    history, summary, finished = [], {}, False
     for payload in _payloads(data):
         record = pb.Record()
         record.ParseFromString(payload)
@@ -77,33 +79,33 @@ def _parse(data: bytes) -> dict:
                 summary[_key(i)] = json.loads(i.value_json)
             for i in record.summary.remove:
                 summary.pop(_key(i), None)
-    return {"history": history, "summary": summary}
+        elif kind == "exit":
+            finished = True
+    return {"history": history, "summary": summary, "finished": finished}
 
 
 def read_offline_run(run_dir: str | Path) -> dict:
-    """``{"history": [one dict per log call], "summary": {...}}`` of an offline run folder, as written so far."""
+    """``{"history": [one dict per log call], "summary": {...}, "finished": bool}`` of an offline run
+    folder, as written so far (``finished``: its exit record is there, so everything else is too)."""
     return _parse(_run_file(Path(run_dir)).read_bytes())
 
 
-def wait_for_offline_run(run_dir: str | Path, ready, timeout: float = 60.0) -> dict:
-    """Re-read an offline run until ``ready(run)`` holds (``run`` as :func:`read_offline_run` gives it).
-    Returns the last read either way: the caller's assertions say what was missing."""
+def wait_for_offline_run(run_dir: str | Path, ready=None, timeout: float = 60.0) -> dict:
+    """Re-read an offline run until ``ready(run)`` holds (``run`` as :func:`read_offline_run` gives
+    it; by default: the run is finished). Returns the last read either way: the caller's assertions
+    say what was missing."""
+    ready = ready or (lambda run: run["finished"])
     deadline = time.monotonic() + timeout
     while True:
         run = read_offline_run(run_dir)
         if ready(run) or time.monotonic() > deadline:
             return run
-        time.sleep(0.5)
+        time.sleep(0.2)
 
 
-def read_history(run_dir: str | Path, settle_s: float = 0.5, timeout_s: float = 15.0) -> list[dict]:
-    """Every ``wandb.log`` row of an offline run, read once the file's size stopped changing."""
-    path = _run_file(Path(run_dir))
-    deadline, size = time.monotonic() + timeout_s, -1
-    while (now := path.stat().st_size) != size and time.monotonic() < deadline:
-        size = now
-        time.sleep(settle_s)
-    return _parse(path.read_bytes())["history"]
+def read_history(run_dir: str | Path, timeout_s: float = 30.0) -> list[dict]:
+    """Every ``wandb.log`` row of a finished offline run, read once its exit record is written."""
+    return wait_for_offline_run(run_dir, timeout=timeout_s)["history"]
 
 
 def find_offline_runs(root: str | Path) -> list[Path]:

@@ -15,7 +15,8 @@ def test_reads_history_and_summary_and_stops_at_a_record_still_being_written(off
     run.summary.update({"final": "done", "big": "x" * 40_000})  # a record spanning two 32 KiB blocks
     run.finish()
     [run_dir] = find_offline_runs(offline_wandb)
-    logged = wait_for_offline_run(run_dir, lambda r: r["summary"].get("final") == "done")
+    logged = wait_for_offline_run(run_dir)  # until the exit record, written after everything else
+    assert logged["finished"] and logged["summary"]["final"] == "done"
     assert [row["loss"] for row in logged["history"]] == pytest.approx([1.0, 0.5, 1 / 3])
     assert [row["nested/value"] for row in logged["history"]] == [0, 1, 2]
     assert logged["summary"]["big"] == "x" * 40_000 and logged["summary"]["loss"] == pytest.approx(1 / 3)
@@ -26,7 +27,7 @@ def test_reads_history_and_summary_and_stops_at_a_record_still_being_written(off
     data = _run_file(run_dir).read_bytes()
     cut = data.index(b"x" * 1000) + 20_000
     partial = _parse(data[:cut])
-    assert len(partial["history"]) == 3 and "big" not in partial["summary"]
+    assert len(partial["history"]) == 3 and "big" not in partial["summary"] and not partial["finished"]
 
 
 def test_a_folder_without_a_run_file_is_named(tmp_path):
