@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 PROMPT = "Summarise this news article in 2-3 sentences:\n\n{article}"
 RUNS = {"off": "unguarded", "on": "guarded"}
-SAVED_RUNS = ["unguarded", "guarded", "guarded_shipped", "guarded_shipped_v2", "guarded_copy4", "guarded_copy_credit", "guarded_contrast", "guarded_information", "guarded_information_total", "guarded_information_fluency", "guarded_information_kl", "information_long", "unguarded_kl", "default_seed1", "geval_guarded", "geval_unguarded", "gptscore_as_shipped", "default_seed2", "default_redteam", "default_budgetfloor", "geval_shipped", "geval_word_uses"]
+SAVED_RUNS = ["unguarded", "guarded", "guarded_shipped", "guarded_shipped_v2", "guarded_copy4", "guarded_copy_credit", "guarded_contrast", "guarded_information", "guarded_information_total", "guarded_information_fluency", "guarded_information_kl", "information_long", "unguarded_kl", "default_seed1", "geval_guarded", "geval_unguarded", "gptscore_as_shipped", "default_seed2", "default_redteam", "default_budgetfloor", "geval_shipped", "geval_word_uses", "default_grounded"]
 """The runs docs/grpo_hacking.md reports, in its order (``--plot``/``--report`` take ``--runs``)."""
 COPY_N = 4
 
@@ -354,6 +354,12 @@ def run(args) -> None:
     name = args.name or RUNS[args.guards] + ("_smoke" if args.smoke else "")
     out = Path(args.out) / name
     out.mkdir(parents=True, exist_ok=True)
+    # the config as run, copied before training, beside its results (a built-in's file changes later)
+    from judge_reward.config import resolve_config_path
+
+    as_run = resolve_config_path(args.config, "judges")
+    if as_run.resolve() != (out / "judge.yaml").resolve():  # a rerun from its own saved config keeps it
+        shutil.copyfile(as_run, out / "judge.yaml")
     metrics_path = out / "metrics.jsonl"
     metrics_path.write_text("")
     t_start = time.perf_counter()
@@ -457,12 +463,6 @@ def run(args) -> None:
     from bias_audit.monitor import _jsonable
 
     (out / "summary.json").write_text(json.dumps(_jsonable(summary), indent=1))
-    # the config as run, beside its results: a built-in name's file changes with later commits
-    from judge_reward.config import resolve_config_path
-
-    as_run = resolve_config_path(args.config, "judges")
-    if as_run.resolve() != (out / "judge.yaml").resolve():  # a rerun from its own saved config keeps it
-        shutil.copyfile(as_run, out / "judge.yaml")
     write_completions(out / "completions.md", name, recorder.calls, eval_before, eval_after, args.show_steps)
     print(f"done: {trainer.state.global_step} steps, train {train_seconds:.0f}s, total "
           f"{time.perf_counter() - t_start:.0f}s, judge {trained.seconds:.0f}s -> {out}", flush=True)

@@ -473,7 +473,10 @@ class CopyCreditGuard(Section):
     earn no information either, and ``likelihood_floor.uncopied_only`` leaves them out: an opener,
     a sign-off or filler says nothing about the source, yet a judge may find a word of it likelier
     after the source ("Sure" at the start, +5 nats), and readable words lift the floor's mean (probe
-    family ``chat_wrapper``)."""
+    family ``chat_wrapper``). In no shipped config: on ``default`` with
+    ``grounding.skip_function_words`` a GRPO policy learned to paste the article (docs/grpo_hacking.md,
+    run 23): its own loose sentences, flagged, earned nothing and paid grounding; copied ones paid
+    nothing."""
     budget_tokens: Optional[PositiveInt] = None
     """With ``contrast``: the information is summed over the output's first ``budget_tokens`` tokens
     and divided by ``budget_tokens`` instead of averaged over its tokens, so the reward is what the
