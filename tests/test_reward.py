@@ -930,6 +930,11 @@ def test_grounded_only_unsupported_sentences_earn_nothing_and_stay_out_of_the_fl
         head_means.append(sum(head) / len(head))
         head_shares.append(len(head) / (BUDGET - sum(skip[:BUDGET])))
     info = sum(infos) / 2
+    # the information guard reads the same mask
+    information = {"enabled": True, "budget_tokens": BUDGET, "floor": 0.0, "grounded_only": True}
+    [measured] = Reward(tiny_judge(reward={"normalise": "none", "guards": {"information": information, "grounding": grounding}},
+                                   gptscore=unconditional))([Item(text, ARTICLE)])
+    assert measured.guards["information"]["nats_per_budget_token"] == pytest.approx(info, abs=1e-5)
     floor_charge = max(-sum(means) / 2 * sum(shares) / 2, -sum(head_means) / 2 * sum(head_shares) / 2)
     assert r.guards["likelihood_floor"]["mean_logprob"] == pytest.approx(sum(means) / 2, abs=1e-5)
     assert r.guards["likelihood_floor"]["own_token_share"] == pytest.approx(sum(shares) / 2, abs=1e-9)
