@@ -26,7 +26,7 @@ import numpy as np
 from _common import ROOT, data_dir, summeval
 from scipy.stats import spearmanr
 
-from judge_reward import JudgeConfig
+from judge_reward import ConfigError, JudgeConfig
 from judge_reward.guards import SourceStats, apply_guards, novel_word_share, words
 from judge_reward.reward import RewardConfig
 
@@ -64,7 +64,13 @@ def main() -> None:
                     help="JSONL with source and output fields (and id) to measure too")
     ap.add_argument("--data", default=None, help="summeval.json (default: the data folder's)")
     args = ap.parse_args()
-    guards = grounding_only(args.config)
+    try:
+        guards = grounding_only(args.config)
+    except ConfigError as err:
+        raise SystemExit(f"error: --config {args.config}: {err}") from None
+    path = Path(args.outputs)
+    if not path.is_file():
+        raise SystemExit(f"error: --outputs {path}: no such file")
     print(f"config {args.config}: {guards.grounding}")
 
     docs = summeval(data=args.data)
@@ -85,11 +91,14 @@ def main() -> None:
           f"{len(rho['consistency'])} articles where the charge varies: "
           + ", ".join(f"{a} {np.nanmean(v):+.3f}" for a, v in rho.items()))
 
-    path = Path(args.outputs)
-    for line in path.read_text().splitlines():
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
         if line.strip():
-            row = json.loads(line)
-            share, charge = measure(guards, row["output"], SourceStats(row["source"]))
+            try:
+                row = json.loads(line)
+                output, source = row["output"], row["source"]
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                raise SystemExit(f"error: {path}:{lineno}: expected a JSON object with output and source ({err})") from None
+            share, charge = measure(guards, output, SourceStats(source))
             print(f"{path.name} {row.get('id', '?')}: novel-word share {share:.3f}, grounding charge {charge:.3f}")
 
 
