@@ -263,5 +263,6 @@ def main() -> None:
         print(f"\nstep {args.profile} under cProfile, inside the trainer vs the replay outside:")
         print_profile_difference(reward.profile, outside_profile)
 
+
 if __name__ == "__main__":
     main()

@@ -27,7 +27,7 @@ from _common import ROOT, data_dir, summeval
 from scipy.stats import spearmanr
 
 from judge_reward import ConfigError, JudgeConfig
-from judge_reward.guards import SourceStats, apply_guards, novel_word_share, words
+from judge_reward.guards import SourceStats, apply_guards
 from judge_reward.reward import RewardConfig
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
@@ -45,9 +45,9 @@ def grounding_only(config_name: str):
 
 
 def measure(guards, output: str, source: SourceStats) -> tuple[float, float]:
-    g = guards.grounding
-    share = novel_word_share(words(output), source.word_set, g.min_chars, g.skip_function_words)
-    return share, apply_guards(guards, output, source).penalties["grounding"]
+    """The grounding guard's novel-word share and charge, as the reward measures them."""
+    report = apply_guards(guards, output, source)
+    return report.measured["grounding"]["novel_word_share"], report.penalties["grounding"]
 
 
 def describe(name: str, shares: np.ndarray, charges: np.ndarray) -> None:
