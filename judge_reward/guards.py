@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Optional, Sequence
 
 from .config import (  # noqa: F401 (ConfigError re-exported)
@@ -696,6 +696,14 @@ class InjectionGuard(Section):
     reviewer, or telling the reader to ignore instructions; and text about the output itself
     (``this summary is ...``, with the aspect file's output label). Each removed span costs
     ``weight_per_span`` (so an injection never ties with the clean text) up to ``max_penalty``.
+
+    With ``chatter``, also what a chat assistant wraps around the output for its user, which is not
+    the task's output either: an announcement at the start (``Sure! Here is the summary:``, ``Here's
+    a short overview of the article.``), a bare heading of the output's label (``Summary:``,
+    ``**TL;DR**``), and a sign-off or offer of more (``I hope this helps!``, ``Let me know if you would
+    like a longer version.``). Read by the judge, such words raise a likelihood-based reward: the
+    opener is likelier once the judge has read the source, and readable words lift the readability
+    floor (docs/rewards.md, "A chat assistant's wrapping").
     """
 
     section_path: ClassVar[str] = "reward.guards.injection"
@@ -703,6 +711,7 @@ class InjectionGuard(Section):
     enabled: bool = False
     weight_per_span: Weight = 0.5
     max_penalty: Weight = 1.0
+    chatter: bool = False
 
 
 @dataclass
@@ -856,6 +865,29 @@ SELF_PREDICATE = (r"is|was|has|does|captures|covers|meets|contains|includes|dese
                   r"reads|reflects|presents|conveys|summari[sz]es|accurately|fully|clearly|correctly|faithfully")
 
 
+# What a chat assistant says around its output (InjectionGuard.chatter). An interjection counts only
+# on a line of its own or before an announcement: "Sure, I loved that film" is a dialogue reply.
+INTERJECTION = (r"(?:sure(?:\s+thing)?|certainly|of\s+course|absolutely|okay|ok|alright|all\s+right|great|"
+                r"no\s+problem|gladly|with\s+pleasure|happy\s+to\s+help)")
+ANNOUNCE = (r"(?:here(?:['’]s|\s+is|\s+are|\s+comes)|below\s+(?:is|are)|the\s+following\s+(?:is|are)|"
+            r"i(?:['’]ve|\s+have)\s+(?:written|prepared|put\s+together|drafted)|i(?:['’]ll|\s+will|\s+can)\s+(?:write|give|provide))")
+# Nouns an announcement or a heading names besides the aspect file's output labels.
+CHATTER_NOUNS = ("summary", "summarization", "summarisation", "response", "answer", "output", "text", "reply",
+                 "version", "overview", "recap", "rewrite", "paraphrase", "synopsis", "digest", "highlights",
+                 "key points", "main points", "article", "story", "tl;dr", "tldr", "abstract")
+# A sign-off: good wishes, an offer of more, a question back to the user about the output.
+SIGN_OFF = re.compile(
+    r"(?i)^\W*(?:i\s+)?hope\s+(?:this|that|it)\s+(?:helps|is\s+(?:helpful|useful|what)|was\s+helpful)"
+    r"|\blet\s+me\s+know\s+(?:if|whether|what|how)\b[^\n.!?]{0,80}\b(?:longer|shorter|more|further|other|different|"
+    r"additional|changes?|edits?|adjust\w*|tweak\w*|detail\w*|version|questions?|help|clarif\w*|else|expand\w*)\b"
+    r"|\b(?:feel\s+free|(?:don['’]t|do\s+not)\s+hesitate)\s+to\s+(?:ask|reach\s+out|let\s+me\s+know|request)\b"
+    r"|\b(?:would|do)\s+you\s+(?:like|want)\s+me\s+to\s+(?:expand|elaborate|shorten|lengthen|adjust|rewrite|revise|"
+    r"summari[sz]e|add|make|provide|write|go\s+into|include)\b"
+    r"|\bis\s+there\s+anything\s+else\s+(?:i\s+can|you(?:['’]d|\s+would)\s+like)\b"
+    r"|\bi(?:['’]d|\s+would)\s+be\s+(?:happy|glad)\s+to\s+(?:help|expand|elaborate|provide|adjust|shorten|rewrite|write)\b"
+    r"|\bi\s+can\s+(?:also\s+)?(?:expand|elaborate|shorten|provide\s+(?:a\s+)?(?:longer|shorter|more))\b[^\n.!?]{0,60}\bif\s+you\b"
+)
+
 # A span that is only a short label and a score as a fraction ("Quality: 5/5.", "Overall verdict =
 # 9 out of 10"), whatever the label: a form line; the numerator must not exceed the denominator
 # (odds such as "Odds: 5/1" are news).
@@ -875,6 +907,12 @@ class InjectionPatterns:
     addressed: re.Pattern
     self_reference: re.Pattern
     fraction: re.Pattern = LABELLED_FRACTION
+    opener: re.Pattern | None = None  # with chatter: a wrapper at the start of the output, stripped as a prefix
+    sign_off: re.Pattern | None = None  # with chatter: a sentence or line of sign-off, anywhere
+
+    def opening(self, text: str) -> re.Match | None:
+        """The chat wrapper that ``text`` starts with (an announcement, an interjection, a heading), if any."""
+        return self.opener.match(text) if self.opener is not None else None
 
     def search(self, span: str) -> bool:
         """Does this sentence or line talk to the judge?"""
@@ -885,10 +923,10 @@ class InjectionPatterns:
         if fraction and float(fraction.group(1)) <= float(fraction.group(2)) <= 100:
             return True
         return bool(self.rating.search(span) or self.heading.search(span) or self.addressed.search(span)
-                    or self.self_reference.search(span))
+                    or self.self_reference.search(span) or (self.sign_off is not None and self.sign_off.search(span)))
 
     @classmethod
-    def build(cls, aspect_titles: Sequence[str], output_labels: Sequence[str]) -> "InjectionPatterns":
+    def build(cls, aspect_titles: Sequence[str], output_labels: Sequence[str], chatter: bool = False) -> "InjectionPatterns":
         labels = sorted({*RATING_WORDS, *(t.lower() for t in aspect_titles)}, key=len, reverse=True)
         label = "|".join(re.escape(x) for x in labels)
         # "<label> (1-5): 4", "Score = 5/5", "coherence - 5 out of 5"; "rate it 5", "give this a 5/5",
@@ -919,12 +957,37 @@ class InjectionPatterns:
                        key=len, reverse=True)
         noun = "|".join(re.escape(x) for x in nouns if x)
         self_reference = re.compile(rf"(?i)\b(?:this|my|the above|the following)\s+(?:{noun})\s+(?:{SELF_PREDICATE})\b")
-        return cls(rating, heading, addressed, self_reference)
+        if not chatter:
+            return cls(rating, heading, addressed, self_reference)
+        named = sorted({*nouns, *CHATTER_NOUNS}, key=len, reverse=True)
+        named_re = "|".join(re.escape(x).replace(r"\ ", r"\s+") for x in named if x)
+        # an announcement ends at its colon, or at the end of its sentence or line: what follows is the output
+        announcement = (rf"(?:{INTERJECTION}\W{{1,3}}\s*)?{ANNOUNCE}\s+(?:(?:a|an|the|your|my|our|this)\s+)?"
+                        rf"(?:[\w'-]+\s+){{0,4}}?(?:{named_re})\b[^\n:.!?]{{0,80}}(?::|[.!]+(?=\s)|\n|$)"
+                        rf"|(?:{INTERJECTION}\W{{1,3}}\s*)?here\s+(?:you\s+go|it\s+is)\W*?(?::|[.!]+|\n|$)")
+        # a heading: the label alone on its line, or the label and a colon before the text on its line
+        label_heading = (rf"(?:#{{1,6}}\s*)?[*_]{{0,2}}\s*(?:(?:a|the|your|short|brief|concise|my)\s+){{0,2}}"
+                         rf"(?:{named_re})(?:\s+of\s+the\s+(?:article|text|story|news))?\s*[*_]{{0,2}}\s*"
+                         rf"(?::\s*[*_]{{0,2}}|[*_]{{0,2}}\s*(?=\n)|$)")
+        interjection = rf"{INTERJECTION}\s*[!.,]*[ \t]*(?:\n|$)"
+        opener = re.compile(rf"(?i)\s*(?:{announcement}|{label_heading}|{interjection})[ \t]*\n*")
+        return cls(rating, heading, addressed, self_reference, opener=opener, sign_off=SIGN_OFF)
 
 
 def neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
     """The text in :func:`canonical` form without its spans (sentences or lines) that talk to the
-    judge, and those spans; with none removed, the canonical text as it is."""
+    judge, and those spans; with none removed, the canonical text as it is.
+
+    A chat assistant's wrapping (``chatter``) is removed only from around an output: a text that is
+    nothing else ("Sure! Here is the summary:" alone) is judged as it is, a content-free output that
+    the judge scores low, rather than emptied into a reward of ``None`` that teaches nothing."""
+    clean, removed = _neutralise(text, patterns)
+    if not clean and patterns.opener is not None:
+        return _neutralise(text, replace(patterns, opener=None, sign_off=None))
+    return clean, removed
+
+
+def _neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
     text = canonical(text)
     kept, removed = [], []
     for line in text.splitlines(keepends=True):
@@ -937,9 +1000,17 @@ def neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
                 kept.append("\n" if span.endswith("\n") else "")
             else:
                 kept.append(span)
+    rest, openers = "".join(kept), []
+    for _ in range(3):  # "Sure!", then "Here is the summary:", then "Summary:"
+        opening = patterns.opening(rest)
+        if opening is None or not opening.group(0).strip():
+            break
+        openers.append(opening.group(0).strip())
+        rest = rest[opening.end():]
+    removed = openers + removed
     if not removed:
         return text, removed
-    clean = re.sub(r"[ \t]+\n", "\n", "".join(kept))
+    clean = re.sub(r"[ \t]+\n", "\n", rest)
     clean = re.sub(r"\n{3,}", "\n\n", clean).strip()
     return clean, removed
 

@@ -208,6 +208,7 @@ class Reward:
         self._patterns = InjectionPatterns.build(
             [a.title for a in known.values()] + [a.name for a in known.values()],
             [a.output_label for a in known.values()],
+            chatter=self.guards.injection.chatter,
         )
 
     def _check_token_guard(self, name: str, judge, config: RewardConfig) -> None:
