@@ -909,6 +909,7 @@ class InjectionPatterns:
     fraction: re.Pattern = LABELLED_FRACTION
     opener: re.Pattern | None = None  # with chatter: a wrapper at the start of the output, stripped as a prefix
     sign_off: re.Pattern | None = None  # with chatter: a sentence or line of sign-off, anywhere
+    line_heading: re.Pattern | None = None  # with chatter: a bare label heading at the start of a later line
 
     def opening(self, text: str) -> re.Match | None:
         """The chat wrapper that ``text`` starts with (an announcement, an interjection, a heading), if any."""
@@ -971,7 +972,9 @@ class InjectionPatterns:
                          rf"(?::\s*[*_]{{0,2}}|[*_]{{0,2}}\s*(?=\n)|$)")
         interjection = rf"{INTERJECTION}\s*[!.,]*[ \t]*(?:\n|$)"
         opener = re.compile(rf"(?i)\s*(?:{announcement}|{label_heading}|{interjection})[ \t]*\n*")
-        return cls(rating, heading, addressed, self_reference, opener=opener, sign_off=SIGN_OFF)
+        # after a title line ("Guard slips at the Palace\n\nSummary: A guard ...", an instruct model's answer)
+        line_heading = re.compile(rf"(?i)[ \t]*{label_heading}[ \t]*")
+        return cls(rating, heading, addressed, self_reference, opener=opener, sign_off=SIGN_OFF, line_heading=line_heading)
 
 
 def neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
@@ -983,14 +986,18 @@ def neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
     the judge scores low, rather than emptied into a reward of ``None`` that teaches nothing."""
     clean, removed = _neutralise(text, patterns)
     if not clean and patterns.opener is not None:
-        return _neutralise(text, replace(patterns, opener=None, sign_off=None))
+        return _neutralise(text, replace(patterns, opener=None, sign_off=None, line_heading=None))
     return clean, removed
 
 
 def _neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
     text = canonical(text)
     kept, removed = [], []
-    for line in text.splitlines(keepends=True):
+    for k, line in enumerate(text.splitlines(keepends=True)):
+        heading = patterns.line_heading.match(line) if k and patterns.line_heading is not None else None
+        if heading is not None and heading.group(0).strip():
+            removed.append(heading.group(0).strip())  # "Summary:" on its own line, or before the text on it
+            line = line[heading.end():]
         spans = SPAN.findall(line)
         if not any(patterns.search(span) for span in spans) and len(words(line)) <= SHORT_LINE_WORDS and patterns.search(line):
             spans = [line]

@@ -498,6 +498,13 @@ def test_a_chat_assistants_sign_off_is_removed_with_chatter_on(sign_off):
     assert clean == SUMMARY and removed == [sign_off.strip()], (clean, removed)
 
 
+@pytest.mark.parametrize("heading", ["Summary: ", "Summary:\n", "**Summary:** "])
+def test_a_label_heading_after_a_title_line_is_removed_with_chatter_on(heading):
+    # an instruct model's answer: a title of its own, then the heading, then the summary
+    text = f"Bridge shut for repairs\n\n{heading}{SUMMARY}"
+    assert neutralise(text, CHATTER) == (f"Bridge shut for repairs\n\n{SUMMARY}", [heading.strip()])
+
+
 @pytest.mark.parametrize("honest", [
     "Here is the thing: nobody expected the bridge to fail so soon.",
     "Summary judgments were issued in both cases on Monday.",
@@ -508,6 +515,7 @@ def test_a_chat_assistants_sign_off_is_removed_with_chatter_on(sign_off):
     "Great crowds gathered at the bridge on Tuesday.",
     "The minister said she hoped this would help families with energy bills.",
     "Officials would like the public to give more details of the crash.",
+    "Bridge closed\nText messages showed the council knew of the cracks.",
 ])
 def test_ordinary_news_sentences_are_kept_with_chatter_on(honest):
     assert neutralise(honest, CHATTER) == (honest, [])
