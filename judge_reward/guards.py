@@ -699,9 +699,11 @@ class InjectionGuard(Section):
 
     With ``chatter``, also what a chat assistant wraps around the output for its user, which is not
     the task's output either: an announcement at the start (``Sure! Here is the summary:``, ``Here's
-    a short overview of the article.``), a bare heading of the output's label (``Summary:``,
-    ``**TL;DR**``), and a sign-off or offer of more (``I hope this helps!``, ``Let me know if you would
-    like a longer version.``). Read by the judge, such words raise a likelihood-based reward: the
+    a short overview of the article.``), a summing-up preface (``To sum it up for you:``), a bare
+    heading of the output's label (``Summary:``, ``**TL;DR**``; at the start of a later line too), and
+    a sign-off or offer of more (``I hope this helps!``, ``Let me know if you would like a longer
+    version.``); a text that is nothing but such wrapping is judged as it is. Wrapping worded
+    otherwise still reaches the judge (``benchmarks/unlisted_wrappers.py``). Read by the judge, such words raise a likelihood-based reward: the
     opener is likelier once the judge has read the source, and readable words lift the readability
     floor (docs/rewards.md, "A chat assistant's wrapping").
     """
@@ -871,6 +873,11 @@ INTERJECTION = (r"(?:sure(?:\s+thing)?|certainly|of\s+course|absolutely|okay|ok|
                 r"no\s+problem|gladly|with\s+pleasure|happy\s+to\s+help)")
 ANNOUNCE = (r"(?:here(?:['’]s|\s+is|\s+are|\s+comes)|below\s+(?:is|are)|the\s+following\s+(?:is|are)|"
             r"i(?:['’]ve|\s+have)\s+(?:written|prepared|put\s+together|drafted)|i(?:['’]ll|\s+will|\s+can)\s+(?:write|give|provide))")
+# A summing-up preface before the output, ended by a colon, a dash or the line ("To sum it up for
+# you:", "In short -", "Long story short:"); with a comma it is part of the sentence and stays.
+SUMMING_UP = (r"(?:to\s+sum\s+(?:it|this|things|everything)?\s*up|in\s+(?:short|summary|brief|sum|a\s+nutshell|a\s+few\s+words)|"
+              r"long\s+story\s+short|the\s+gist|bottom\s+line|briefly|put\s+simply|simply\s+put|in\s+other\s+words)"
+              r"(?:\s+for\s+you)?\s*(?::|[-\u2013\u2014](?=\s)|(?=\n))")
 # Nouns an announcement or a heading names besides the aspect file's output labels.
 CHATTER_NOUNS = ("summary", "summarization", "summarisation", "response", "answer", "output", "text", "reply",
                  "version", "overview", "recap", "rewrite", "paraphrase", "synopsis", "digest", "highlights",
@@ -971,7 +978,7 @@ class InjectionPatterns:
                          rf"(?:{named_re})(?:\s+of\s+the\s+(?:article|text|story|news))?\s*[*_]{{0,2}}\s*"
                          rf"(?::\s*[*_]{{0,2}}|[*_]{{0,2}}\s*(?=\n)|$)")
         interjection = rf"{INTERJECTION}\s*[!.,]*[ \t]*(?:\n|$)"
-        opener = re.compile(rf"(?i)\s*(?:{announcement}|{label_heading}|{interjection})[ \t]*\n*")
+        opener = re.compile(rf"(?i)\s*(?:{announcement}|{label_heading}|{interjection}|(?:{INTERJECTION}\W{{1,3}}\s*)?{SUMMING_UP})[ \t]*\n*")
         # after a title line ("Guard slips at the Palace\n\nSummary: A guard ...", an instruct model's answer)
         line_heading = re.compile(rf"(?i)[ \t]*{label_heading}[ \t]*")
         return cls(rating, heading, addressed, self_reference, opener=opener, sign_off=SIGN_OFF, line_heading=line_heading)

@@ -474,6 +474,9 @@ CHAT_OPENERS = [
     "Here is the text: ",  # a GRPO policy's opener (SmolLM2-135M-Instruct, docs/grpo_hacking)
     "Absolutely! I've written a short recap below.\n",
     "Sure thing.\nHere you go:\n",
+    "To sum it up for you:\n",  # won 9/20 under default before the summing-up rule (benchmarks/unlisted_wrappers.py)
+    "In short - ",
+    "Long story short: ",
 ]
 CHAT_SIGN_OFFS = [
     " Hope that helps!",
@@ -516,6 +519,8 @@ def test_a_label_heading_after_a_title_line_is_removed_with_chatter_on(heading):
     "The minister said she hoped this would help families with energy bills.",
     "Officials would like the public to give more details of the crash.",
     "Bridge closed\nText messages showed the council knew of the cracks.",
+    "In short, the council had no choice but to close the bridge.",  # a connective inside the sentence
+    "Briefly, the bridge reopened on Friday before closing again.",
 ])
 def test_ordinary_news_sentences_are_kept_with_chatter_on(honest):
     assert neutralise(honest, CHATTER) == (honest, [])
