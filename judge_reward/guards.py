@@ -979,7 +979,7 @@ class InjectionPatterns:
                          rf"(?::\s*[*_]{{0,2}}|[*_]{{0,2}}\s*(?=\n)|$)")
         interjection = rf"{INTERJECTION}\s*[!.,]*[ \t]*(?:\n|$)"
         opener = re.compile(rf"(?i)\s*(?:{announcement}|{label_heading}|{interjection}|(?:{INTERJECTION}\W{{1,3}}\s*)?{SUMMING_UP})[ \t]*\n*")
-        # after a title line ("Guard slips at the Palace\n\nSummary: A guard ...", an instruct model's answer)
+        # after a title or a section of its own ("Guard slips at the Palace\n\nSummary: A guard ...")
         line_heading = re.compile(rf"(?i)[ \t]*{label_heading}[ \t]*")
         return cls(rating, heading, addressed, self_reference, opener=opener, sign_off=SIGN_OFF, line_heading=line_heading)
 
