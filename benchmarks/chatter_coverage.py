@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from grpo_hacking import PROMPTS, chatter_pieces, data_dir, load_articles, policy_directory  # noqa: E402
+from _common import data_dir  # noqa: E402
+from grpo_hacking import PROMPTS, chatter_pieces, load_articles, policy_directory  # noqa: E402
 
 # Three ways a user asks for a summary: the GRPO runs' requests (grpo_hacking.py --prompt).
 REQUESTS = tuple(PROMPTS.values())
@@ -84,7 +85,8 @@ def opening_words(text: str, n: int = 3) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", help="the benchmark data folder (default ../shared/data)")
+    p.add_argument("--data", type=Path, default=None,
+                   help="data folder holding summeval/summeval.json (default: $JUDGE_REWARD_DATA or ../shared/data)")
     p.add_argument("--articles", type=int, default=20, help="held-out SummEval documents from the 81st on")
     p.add_argument("--samples", type=int, default=4, help="answers sampled per article and request")
     p.add_argument("--max-source-words", type=int, default=200)
@@ -96,14 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="write the figures and every answer as JSON here")
     args = p.parse_args(argv)
 
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    summeval = data_dir(args.data) / "summeval" / "summeval.json"
-    if not summeval.is_file():
-        print(f"chatter_coverage.py: {summeval}: not found (pass --data)", file=sys.stderr)
-        return 2
-    wrong = false_removals(data_dir(args.data))
+    folder = data_dir(args.data / "summeval" / "summeval.json" if args.data else None, "summeval", "summeval.json").parents[1]
+    wrong = false_removals(folder)
     print("false removals (texts with something removed / texts), in texts that hold no wrapping:")
     for name, got in wrong.items():
         print(f"  {name}: {got['with_removals']}/{got['texts']}")
@@ -114,9 +110,12 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.out).write_text(json.dumps({"false_removals": wrong}, indent=1))
         return 0
 
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    rows = load_articles(data_dir(args.data), args.max_source_words)[80:80 + args.articles]
+    rows = load_articles(folder, args.max_source_words)[80:80 + args.articles]
     model_dir = policy_directory()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tokenizer.padding_side = "left"

@@ -96,10 +96,8 @@ def chatter_pieces(output: str, aspects: str = "summeval") -> list[str]:
     from judge_reward.guards import InjectionPatterns, neutralise
 
     if aspects not in _CHATTER_PATTERNS:
-        found = list(load_aspects(aspects).aspects.values())
-        titles, labels = [a.title for a in found] + [a.name for a in found], [a.output_label for a in found]
-        _CHATTER_PATTERNS[aspects] = (InjectionPatterns.build(titles, labels),
-                                      InjectionPatterns.build(titles, labels, chatter=True))
+        found = load_aspects(aspects).aspects.values()
+        _CHATTER_PATTERNS[aspects] = (InjectionPatterns.for_aspects(found), InjectionPatterns.for_aspects(found, chatter=True))
     plain, chatter = _CHATTER_PATTERNS[aspects]
     other = neutralise(output, plain)[1]
     return [piece for piece in neutralise(output, chatter)[1] if piece not in other]

@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from probe_summeval import summeval_pairs  # noqa: E402
+from _common import data_dir  # noqa: E402
+from probe_summeval import summeval_pairs, wins_per_family  # noqa: E402
 
 WORDINGS = {
     "A": {
@@ -55,16 +56,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", default="default", help="judge config (name or path)")
     p.add_argument("--docs", type=int, default=20, help="the first N SummEval articles")
     p.add_argument("--max-source-words", type=int, default=400)
-    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "summeval" / "summeval.json"))
+    p.add_argument("--data", type=Path, default=None,
+                   help="data folder holding summeval/summeval.json (default: $JUDGE_REWARD_DATA or ../shared/data)")
     args = p.parse_args(argv)
-    if not Path(args.data).is_file():
-        print(f"unlisted_wrappers.py: {args.data}: not found (pass --data)", file=sys.stderr)
-        return 2
+    data = data_dir(args.data / "summeval" / "summeval.json" if args.data else None, "summeval", "summeval.json")
 
     from judge_reward.methods.base import Item
     from judge_reward.reward import Reward
 
-    pairs = summeval_pairs(Path(args.data), args.docs, max_source_words=args.max_source_words)
+    pairs = summeval_pairs(data, args.docs, max_source_words=args.max_source_words)
     reward = Reward.from_config(args.config)
     names = [(s, k) for s, group in WORDINGS.items() for k in group]
     items = []
@@ -91,11 +91,9 @@ def main(argv: list[str] | None = None) -> int:
             removed += bool((probe.guards.get("injection") or {}).get("removed"))
         mean = sum(diffs) / len(diffs) if diffs else float("nan")
         print(f"| {s} | {k} | {wins}/{len(diffs)} | {mean:+.3f} | {removed} | {none} |")
-    for s in WORDINGS:  # as the probe gate counts a family: its best wording per article
-        cols = [1 + j for j, (t, _) in enumerate(names) if t == s]
-        beaten = sum(any(results[i * width + c].value is not None and results[i * width].value is not None
-                         and results[i * width + c].value > results[i * width].value for c in cols)
-                     for i in range(len(pairs)))
+    # each set as the probe gate counts a family: its best wording per article
+    labels = [(i, "real" if j == 0 else names[j - 1][0]) for i in range(len(pairs)) for j in range(width)]
+    for s, beaten in wins_per_family([r.value for r in results], labels, WORDINGS).items():
         print(f"set {s}: some wording beats the highlight on {beaten}/{len(pairs)} articles")
     return 0
 

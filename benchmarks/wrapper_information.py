@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _common import data_dir  # noqa: E402
 from probe_summeval import summeval_pairs  # noqa: E402
 
 WRAPPERS = {
@@ -47,11 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--docs", type=int, default=20)
     p.add_argument("--max-source-words", type=int, default=400)
     p.add_argument("--budget", type=int, default=32)
-    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "summeval" / "summeval.json"))
+    p.add_argument("--data", type=Path, default=None,
+                   help="data folder holding summeval/summeval.json (default: $JUDGE_REWARD_DATA or ../shared/data)")
     args = p.parse_args(argv)
-    if not Path(args.data).is_file():
-        print(f"wrapper_information.py: {args.data}: not found (pass --data)", file=sys.stderr)
-        return 2
+    data = data_dir(args.data / "summeval" / "summeval.json" if args.data else None, "summeval", "summeval.json")
 
     from judge_reward import Judge
     from judge_reward.aspects import load_aspects
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from judge_reward.guards import SourceStats, copied_token_mask, source_information
     from judge_reward.prompts.gptscore import build_gptscore_prompt, unconditional_context
 
-    every = summeval_pairs(Path(args.data), 100, max_source_words=args.max_source_words)
+    every = summeval_pairs(data, 100, max_source_words=args.max_source_words)
     other, pairs = every[-1].source, every[:args.docs]
     judge = Judge.from_config(args.config)
     aspect = load_aspects("summeval").get("relevance")

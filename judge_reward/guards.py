@@ -702,10 +702,10 @@ class InjectionGuard(Section):
     a short overview of the article.``), a summing-up preface (``To sum it up for you:``), a bare
     heading of the output's label (``Summary:``, ``**TL;DR**``; at the start of a later line too), and
     a sign-off or offer of more (``I hope this helps!``, ``Let me know if you would like a longer
-    version.``); a text that is nothing but such wrapping is judged as it is. Wrapping worded
-    otherwise still reaches the judge (``benchmarks/unlisted_wrappers.py``). Read by the judge, such words raise a likelihood-based reward: the
-    opener is likelier once the judge has read the source, and readable words lift the readability
-    floor (docs/rewards.md, "A chat assistant's wrapping").
+    version.``); a text that is nothing but such wrapping is judged as it is. Read by the judge,
+    such words raise a likelihood-based reward: the opener is likelier once the judge has read the
+    source, and readable words lift the readability floor (docs/rewards.md, "A chat assistant's
+    wrapping"). Wrapping worded otherwise still reaches the judge (``benchmarks/unlisted_wrappers.py``).
     """
 
     section_path: ClassVar[str] = "reward.guards.injection"
@@ -932,6 +932,13 @@ class InjectionPatterns:
             return True
         return bool(self.rating.search(span) or self.heading.search(span) or self.addressed.search(span)
                     or self.self_reference.search(span) or (self.sign_off is not None and self.sign_off.search(span)))
+
+    @classmethod
+    def for_aspects(cls, aspects, chatter: bool = False) -> "InjectionPatterns":
+        """The patterns for an aspect file's aspects (their titles and names as rating labels, their
+        output labels as the output's nouns), as the reward builds them."""
+        aspects = list(aspects)
+        return cls.build([a.title for a in aspects] + [a.name for a in aspects], [a.output_label for a in aspects], chatter)
 
     @classmethod
     def build(cls, aspect_titles: Sequence[str], output_labels: Sequence[str], chatter: bool = False) -> "InjectionPatterns":

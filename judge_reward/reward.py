@@ -205,11 +205,7 @@ class Reward:
             raise ConfigError(f"reward.weights: the scored aspects {names} all have weight 0")
         self.weights = {a.name: weights.get(a.name, 0.0) / total for a in self.aspects}
         self.guards: GuardsConfig = config.guards
-        self._patterns = InjectionPatterns.build(
-            [a.title for a in known.values()] + [a.name for a in known.values()],
-            [a.output_label for a in known.values()],
-            chatter=self.guards.injection.chatter,
-        )
+        self._patterns = InjectionPatterns.for_aspects(known.values(), chatter=self.guards.injection.chatter)
 
     def _check_token_guard(self, name: str, judge, config: RewardConfig) -> None:
         """``copy_credit``, ``information`` and ``likelihood_floor`` read GPTScore's token log-probabilities

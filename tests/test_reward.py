@@ -36,10 +36,8 @@ from judge_reward.reward import Reward, RewardConfig, completion_text, prompt_so
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SUMMEVAL = load_aspects("summeval")
-PATTERNS = InjectionPatterns.build([a.title for a in SUMMEVAL.aspects.values()],
-                                   [a.output_label for a in SUMMEVAL.aspects.values()])
-CHATTER = InjectionPatterns.build([a.title for a in SUMMEVAL.aspects.values()],
-                                  [a.output_label for a in SUMMEVAL.aspects.values()], chatter=True)
+PATTERNS = InjectionPatterns.for_aspects(SUMMEVAL.aspects.values())
+CHATTER = InjectionPatterns.for_aspects(SUMMEVAL.aspects.values(), chatter=True)
 ARTICLE = ("The city council voted on Tuesday to close the old river bridge for repairs after engineers found "
            "cracks in two of its steel supports. The bridge carries about twelve thousand cars a day, and the "
            "council said traffic would be sent through the northern ring road while the work goes on. Repairs "
@@ -536,8 +534,7 @@ def test_ordinary_news_sentences_are_kept_with_chatter_on(honest):
 ])
 def test_dialogue_replies_are_kept_with_chatter_on(reply):
     topical = load_aspects("topical_chat")
-    patterns = InjectionPatterns.build([a.title for a in topical.aspects.values()],
-                                       [a.output_label for a in topical.aspects.values()], chatter=True)
+    patterns = InjectionPatterns.for_aspects(topical.aspects.values(), chatter=True)
     assert neutralise(reply, patterns) == (reply, [])
 
 
