@@ -36,19 +36,23 @@ def summeval(n_docs: int | None = None, data: str | Path | None = None) -> list[
     return list(docs.values())[:n_docs]
 
 
-def timings(fn, repeats: int = 3):
-    """Run ``fn`` ``repeats`` times; return (seconds of every run, last result)."""
+def timings(fn, repeats: int = 3, before=None):
+    """Run ``fn`` ``repeats`` times; return (seconds of every run, last result). ``before`` runs,
+    untimed, ahead of each run: pass a backend's ``clear_token_memo`` so that a run does not find
+    the texts of the run before it already tokenised (a judge meets each new text once)."""
     times, out = [], None
     for _ in range(repeats):
+        if before is not None:
+            before()
         start = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - start)
     return times, out
 
 
-def timed(fn, repeats: int = 3):
-    """Run ``fn`` ``repeats`` times; return (median seconds, last result)."""
-    times, out = timings(fn, repeats)
+def timed(fn, repeats: int = 3, before=None):
+    """Run ``fn`` ``repeats`` times; return (median seconds, last result); ``before`` as in :func:`timings`."""
+    times, out = timings(fn, repeats, before)
     return statistics.median(times), out
 
 

@@ -28,8 +28,9 @@ from judge_reward.prompts.gptscore import build_gptscore_prompt
 
 def compare(name, backend, requests, call, values, repeats) -> None:
     call(requests[:1])  # warm-up
-    t_shared, shared = timed(lambda: call(requests), repeats)
-    t_alone, alone = timed(lambda: [call([r])[0] for r in requests], repeats)
+    fresh = backend.clear_token_memo  # each run tokenises its texts as if new
+    t_shared, shared = timed(lambda: call(requests), repeats, fresh)
+    t_alone, alone = timed(lambda: [call([r])[0] for r in requests], repeats, fresh)
     diff = max(abs(a - b) for x, y in zip(shared, alone) for a, b in zip(values(x), values(y)))
     prompt_tokens = backend.count_tokens(getattr(requests[0], "context", None) or requests[0].prompt)
     print(f"{name:<9} {prompt_tokens:>6} {t_alone:>10.2f} {t_shared:>10.2f} {t_alone / t_shared:>8.1f}x {diff:>10.4f}")

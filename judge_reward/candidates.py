@@ -55,13 +55,25 @@ class CandidateTokens:
     terminate: bool  # multiply by P(number ends) after each suffix
 
 
-def _common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
-    first = seqs[0]
+def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
+    """How many leading ids every sequence in ``seqs`` shares.
+
+    Compares slices (C speed) and bisects to a mismatch, instead of a Python step per id: prompts
+    run to ~850 ids and every G-Eval row compares six of them."""
+    first = list(seqs[0])
     n = min(len(s) for s in seqs)
-    for i in range(n):
-        token = first[i]
-        if any(s[i] != token for s in seqs):
-            return i
+    for seq in seqs[1:]:
+        seq = list(seq)
+        if seq[:n] == first[:n]:
+            continue
+        lo, hi = 0, n - 1  # the first lo ids match; some id before n does not
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if seq[lo:mid] == first[lo:mid]:
+                lo = mid
+            else:
+                hi = mid - 1
+        n = lo
     return n
 
 
@@ -91,7 +103,7 @@ def tokenize_candidates(
     full = _by_last_line(prompt, prompt_ids, candidates, encode_piece) if encode_piece else None
     if full is None:
         full = [encode(prompt + c) for c in candidates]
-    cut = _common_prefix_len([prompt_ids, *full])
+    cut = common_prefix_len([prompt_ids, *full])
     suffixes = tuple(tuple(ids[cut:]) for ids in full)
     for text, suffix in zip(candidates, suffixes):
         if not suffix:

@@ -296,3 +296,73 @@ def test_candidates_from_the_last_line_equal_whole_text_tokenisation(style):
             fast_paths += len(whole_calls) == 1
             assert quick == tokenize_candidates(encode, prompt, scale)
     assert fast_paths >= 9  # the three prompts with a last line, every scale
+
+
+@pytest.mark.parametrize("style", ["char", "bpe", "bpe_bos"])
+def test_texts_sharing_a_head_tokenise_as_whole_texts(style, monkeypatch):
+    """Texts that differ only in their last line (G-Eval's aspects of an item) tokenise their shared
+    head once; every text still gets exactly the ids of tokenising it whole, including lines whose
+    start could merge with the newline before it, and the kept heads stay bounded."""
+    import random
+
+    import judge_reward.backends.hf as hf
+
+    monkeypatch.setattr(hf, "HEAD_MEMO_SIZE", 3)
+    backend = make_backend(style)
+    tok = backend.tokenizer
+    heads = ["Evaluation Form (scores ONLY):\n\n", "A cat sat on the mat.\n", "Rating: 4\n\n\n", "x\n",
+             "The news article reports that the council met on Tuesday. " * 6 + "\n"]
+    lines = ["- Coherence: ", "- Fluency:", " leading space", "  two spaces", "\tTab", "Coherence: 5", "10", "\n",
+             "- Relevance: ", "a much longer last line than its head, so that it is checked only on a second sighting"]
+    texts = [h + line for h in heads for line in lines]
+    whole = []
+    real_tokenize = backend._tokenize
+    backend._tokenize = lambda text: (whole.append(text) if text in texts else None) or real_tokenize(text)
+    rng = random.Random(0)
+    for round_ in range(3):
+        rng.shuffle(texts)
+        for text in texts:
+            assert backend._encode_piece(text) == tok(text, add_special_tokens=False)["input_ids"], (round_, text)
+            assert backend.encode(text) == tok(text, add_special_tokens=True)["input_ids"], (round_, text)
+            assert len(backend._heads) <= 3
+    assert len(whole) < 2 * 3 * len(texts)  # the kept heads served part of it, even while evicted in turn
+
+    # As G-Eval asks: the four form lines of each item, each prompt tokenised twice (fit, then score):
+    # one whole tokenisation per item (two for a head shorter than three form lines)
+    monkeypatch.setattr(hf, "HEAD_MEMO_SIZE", 1024)
+    backend.clear_token_memo()
+    whole.clear()
+    forms = [f"- {name}: " for name in ("Coherence", "Consistency", "Fluency", "Relevance")]
+    texts = [h + form for h in heads for form in forms]  # what ``whole`` records
+    for h in heads:
+        for _ in range(2):
+            for form in forms:
+                assert backend.encode(h + form) == tok(h + form, add_special_tokens=True)["input_ids"]
+    # a short head is checked on its second text (its first costs no extra line tokenisation)
+    assert len(whole) == sum(1 if 4 * len(forms[0]) <= len(h + forms[0]) else 2 for h in heads)
+    backend.clear_token_memo()
+    assert not backend._heads
+
+
+def test_a_head_with_a_merge_across_its_last_line_is_tokenised_whole():
+    """Where the whole text's ids do not end in the last line's own ids (a token spans the newline),
+    the head is marked and its texts are tokenised whole, with the right ids."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from judge_reward.backends.hf import _UNSAFE, HFBackend, HFBackendConfig
+    from tiny_models import SPECIALS, _wrap, make_model
+
+    raw = Tokenizer(models.BPE(unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)  # no split at the newline
+    raw.train_from_iterator(["score\nb5"] * 50, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = _wrap(raw, bos=False)
+    backend = HFBackend(HFBackendConfig(device="cpu", progress=False), model=make_model(tok), tokenizer=tok)
+    head, line = "a long enough head to check the line at once: score\n", "b5"
+    ids = tok(head + line, add_special_tokens=False)["input_ids"]
+    line_ids = tok(line, add_special_tokens=False)["input_ids"]
+    assert ids[-len(line_ids):] != line_ids  # the trained merges join the newline and "b"
+    for _ in range(3):
+        assert backend._encode_piece(head + line) == ids
+        assert backend.encode(head + "b") == tok(head + "b")["input_ids"]
+    assert backend._heads[head] == _UNSAFE

@@ -120,3 +120,30 @@ def test_geval_prompts_tokenise_once_with_the_same_ids(gemma_backend, summeval_s
                 assert quick == tokenize_candidates(gemma_backend.encode, prompt, aspect.scale.texts)
                 checked += 1
     assert checked == 24
+
+
+def test_geval_prompts_of_an_item_share_the_tokens_of_their_head(gemma_backend, summeval_sample):
+    """The four aspects' G-Eval prompts of an item, each tokenised twice as scoring does (fit, then
+    score): the backend's ids are exactly Gemma's whole-text ids, and in the shared layout (the four
+    prompts differ only in the form line) one whole tokenisation serves the item."""
+    from judge_reward.prompts.geval import build_geval_prompt
+
+    aspects = [load_aspects("summeval").get(n) for n in ("coherence", "consistency", "fluency", "relevance")]
+    tok = gemma_backend.tokenizer
+    whole, real = [], gemma_backend._tokenize
+    gemma_backend.clear_token_memo()
+    gemma_backend._tokenize = lambda text: (whole.append(text) if len(text) > 200 else None) or real(text)
+    try:
+        for layout in ("shared", "guarded"):
+            for r in summeval_sample[:3]:
+                whole.clear()
+                for _ in range(2):
+                    for aspect in aspects:
+                        prompt = build_geval_prompt(aspect, r["source"], r["system_output"], aspect.steps,
+                                                    layout=layout, panel=[(a, a.steps) for a in aspects]).text
+                        assert gemma_backend.count_tokens(prompt) == len(tok(prompt, add_special_tokens=False)["input_ids"])
+                        assert gemma_backend.encode(prompt) == tok(prompt, add_special_tokens=True)["input_ids"]
+                assert len(whole) == (1 if layout == "shared" else 4), layout  # guarded: a head per aspect
+    finally:
+        del gemma_backend._tokenize
+        gemma_backend.clear_token_memo()

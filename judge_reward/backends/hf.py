@@ -33,7 +33,7 @@ import torch
 from pydantic import Field
 from tqdm.auto import tqdm
 
-from ..candidates import number_continuation_ids, tokenize_candidates
+from ..candidates import common_prefix_len, number_continuation_ids, tokenize_candidates
 from ..config import Expect, NonNegativeInt, PositiveInt, Section
 from .base import (
     CandidateLogprobs,
@@ -169,12 +169,11 @@ class RowResult:
     next_logprobs: list[float]
 
 
-def _common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
-    first, n = seqs[0], min(len(s) for s in seqs)
-    for i in range(n):
-        if any(s[i] != first[i] for s in seqs):
-            return i
-    return n
+# How many distinct text heads (all but the last line) the backend keeps the token ids of; a G-Eval
+# batch needs one per item, the four aspects of an item share it.
+HEAD_MEMO_SIZE = 1024
+_UNSAFE = ()  # a head whose texts must be tokenised whole (a token crossed its last line's start)
+_UNSEEN = object()
 
 
 class HFBackend:
@@ -208,6 +207,9 @@ class HFBackend:
         self._head_buffer: torch.Tensor | None = None  # raw head values, head_chunk x vocab, model dtype
         self._normaliser_block: torch.Tensor | None = None  # a few fp32 rows of logits
         self._head_lock = threading.Lock()
+        self._memo_lock = threading.Lock()
+        self._heads: dict[str, tuple | None] = {}  # see _piece_ids
+        self._special_wrap: tuple[list[int], list[int]] | None | bool = False  # see encode; False: not yet known
         self.work: Counter[str] = Counter()
         """Tokens run since load: ``requested`` (the rows' own tokens), ``body`` (token columns the decoder
         ran over, padding included, shared prefixes and tree tokens once) and ``head`` (LM-head rows)."""
@@ -234,12 +236,13 @@ class HFBackend:
 
     def __getstate__(self) -> dict:  # picklable (a judge inside a reward function): the lock is made afresh
         state = self.__dict__.copy()
-        del state["_head_lock"]
+        del state["_head_lock"], state["_memo_lock"]
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._head_lock = threading.Lock()
+        self._memo_lock = threading.Lock()
 
     def _load(self):
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -296,16 +299,91 @@ class HFBackend:
 
     def encode(self, text: str) -> list[int]:
         """Ids the model reads for ``text``, with the BOS token exactly once (if the model uses one)."""
-        ids = self.tokenizer(text, add_special_tokens=True)["input_ids"]
+        wrap = self._special_tokens()
+        if wrap is None:
+            ids = self.tokenizer(text, add_special_tokens=True)["input_ids"]
+        else:
+            ids = wrap[0] + self._piece_ids(text) + wrap[1]
         bos = self.tokenizer.bos_token_id
         # A chat template writes its own BOS; the tokenizer would add a second one.
         if bos is not None and len(ids) >= 2 and ids[0] == bos and ids[1] == bos:
             ids = ids[1:]
         return list(ids)
 
+    def _special_tokens(self) -> tuple[list[int], list[int]] | None:
+        """The ids the tokenizer puts before and after a text's own (BOS, EOS), where that is all
+        ``add_special_tokens`` changes (checked on two texts); None where it does more."""
+        if self._special_wrap is False:
+            wrap = None
+            probes = ["Rate the summary.\n\n- Coherence: ", "A text\nwith two lines"]
+            bare = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in probes]
+            full = [self.tokenizer(t, add_special_tokens=True)["input_ids"] for t in probes]
+            if all(len(f) >= len(b) for f, b in zip(full, bare)):
+                k = next((i for i in range(len(full[0]) - len(bare[0]) + 1)
+                          if full[0][i:i + len(bare[0])] == bare[0]), None)
+                if k is not None:
+                    before, after = full[0][:k], full[0][k + len(bare[0]):]
+                    if all(f == before + b + after for f, b in zip(full, bare)):
+                        wrap = (list(before), list(after))
+            self._special_wrap = wrap
+        return self._special_wrap  # type: ignore[return-value]
+
     def _encode_piece(self, text: str) -> list[int]:
         """Ids of ``text`` as a piece inside a longer text: no special tokens."""
+        return self._piece_ids(text)
+
+    def _piece_ids(self, text: str) -> list[int]:
+        """``tokenizer(text)`` without special tokens, tokenising only the last line of texts whose
+        head (everything before it) was seen before.
+
+        The four aspects' G-Eval prompts of an item differ only in their form line, and each is
+        tokenised twice (fitting the source, then scoring): four ~850-token prompts came to eight
+        whole tokenisations per item, most of four-aspect G-Eval's extra time on a GPU. Now a head's
+        ids are kept once a whole tokenisation of a text with that head ends in exactly its last
+        line's own ids (no token crosses the line start; checked on the head's first text where the
+        line is short, else on its second); a later text with that head then costs its last line,
+        taken where that line begins with the same token as the checked one (a merge across the
+        start would have to change it). The same two checks as the candidates'
+        last-line path (:func:`judge_reward.candidates.tokenize_candidates`); the tests compare with
+        whole-text tokenisation on every G-Eval prompt with Gemma's tokenizer and on tiny ones.
+        """
+        start = text.rfind("\n") + 1
+        if start == 0 or start == len(text):
+            return self._tokenize(text)
+        head, line = text[:start], text[start:]
+        known = self._heads.get(head, _UNSEEN)
+        if known == _UNSAFE:
+            return self._tokenize(text)
+        if known not in (_UNSEEN, None):  # (the head's ids, its checked line's first token)
+            line_ids = self._tokenize(line)
+            if line_ids[:1] == [known[1]]:
+                return known[0] + line_ids
+            return self._tokenize(text)
+        ids = self._tokenize(text)
+        # Check the line start (one more tokenisation, of the line) on a head's first text where the
+        # line is short, else on its second: a head seen once costs at most a quarter more.
+        if known is None or 4 * len(line) <= len(text):
+            line_ids = self._tokenize(line)
+            n = len(line_ids)
+            clean = 0 < n < len(ids) and ids[-n:] == line_ids
+            self._remember(head, (ids[:-n], line_ids[0]) if clean else _UNSAFE)
+        else:
+            self._remember(head, None)  # seen once
+        return ids
+
+    def clear_token_memo(self) -> None:
+        """Forget the kept heads (benchmarks that score the same texts again, to time them afresh)."""
+        with self._memo_lock:
+            self._heads.clear()
+
+    def _tokenize(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _remember(self, head: str, value) -> None:
+        with self._memo_lock:
+            self._heads[head] = value
+            while len(self._heads) > HEAD_MEMO_SIZE:
+                del self._heads[next(iter(self._heads))]  # the oldest head
 
     def count_tokens(self, text: str) -> int:
         return len(self._encode_piece(text))
@@ -409,7 +487,7 @@ class HFBackend:
         full = self.encode(context + continuation)
         if full[: len(ctx)] == ctx and len(full) > len(ctx):
             return full, len(ctx), "canonical"
-        tail = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
+        tail = self._tokenize(continuation)
         return ctx + list(tail), len(ctx), "split"
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generations]:
@@ -482,7 +560,7 @@ class HFBackend:
             cut = 0
             if self.config.prefix_sharing and len(members) > 1:
                 seqs = [rows[i].ids for i in members]
-                cut = min(_common_prefix_len(seqs), min(rows[i].first_needed for i in members))
+                cut = min(common_prefix_len(seqs), min(rows[i].first_needed for i in members))
             if cut >= self.config.min_shared_tokens:
                 shared.append((cut, members))
             else:
