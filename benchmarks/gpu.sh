@@ -4,10 +4,15 @@
 # reported and the others still run. Needs a CUDA build of torch, this project with its [trl] extra,
 # and SummEval under the data folder ($JUDGE_REWARD_DATA or ../shared/data).
 #
-#   bash benchmarks/gpu.sh [LOG]      # ~6 min on an H200; everything printed is also written to LOG
+#   bash benchmarks/gpu.sh [LOG [NAME...]]   # ~6 min on an H200; everything printed is also written to LOG
+#
+# NAMEs (throughput, prefix, prefix_fp32, sdpa_agreement, exact_vs_sampling, aspects, aspects_grpo_group,
+# grpo_step, grpo_step_large) run only those rows, in this file's order: device time is short.
 set -u
 cd "$(dirname "$0")"
 log=${1:-../reports/gpu.log}
+shift $(( $# > 0 ? 1 : 0 ))
+only=" $* "
 mkdir -p "$(dirname "$log")"
 : >"$log"
 py=${PYTHON:-python3}
@@ -17,6 +22,7 @@ $py -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'error: 
 run() {  # run NAME SCRIPT ARGS...: one benchmark, its output to the terminal and the log
     local name=$1 start=$SECONDS
     shift
+    [[ "$only" == "  " || "$only" == *" $name "* ]] || return 0
     echo "### $name: python benchmarks/$*" | tee -a "$log"
     timeout 240 "$py" "$@" 2>&1 | grep -v -E "Warning|warn\(|^ *warnings\." | tee -a "$log"
     echo "### $name: exit ${PIPESTATUS[0]}, $((SECONDS - start)) s" | tee -a "$log"
