@@ -246,19 +246,27 @@ def test_max_padding_must_not_be_negative():
         make_backend("char", max_padding=-0.1)
 
 
-def test_fp32_on_cuda_runs_the_math_attention_kernel_only():
+def test_attention_kernels_on_cuda_and_on_a_cpu():
     """fp32 on CUDA: only PyTorch's math SDPA kernel (its default choice was measured 2.42 nats off
-    on an H200); bf16 on CUDA and anything on a CPU: PyTorch's own choice, untouched."""
+    on an H200); bf16 on CUDA: all but cuDNN's unless asked; anything on a CPU: PyTorch's own choice."""
     from judge_reward.backends.hf import attention_kernels
 
     flags = lambda: (torch.backends.cuda.math_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled(),  # noqa: E731
-                     torch.backends.cuda.mem_efficient_sdp_enabled())
+                     torch.backends.cuda.mem_efficient_sdp_enabled(), torch.backends.cuda.cudnn_sdp_enabled())
     before = flags()
-    with attention_kernels(torch.device("cuda"), torch.float32):
-        assert flags() == (True, False, False)
+    assert before == (True, True, True, True)
+    for choice in ("no_cudnn", "pytorch"):
+        with attention_kernels(torch.device("cuda"), torch.float32, choice):
+            assert flags() == (True, False, False, False)
+        assert flags() == before
+    # bf16 on CUDA: every kernel but cuDNN's (its per-shape plans), or PyTorch's own choice
+    with attention_kernels(torch.device("cuda"), torch.bfloat16):
+        assert flags() == (True, True, True, False)
     assert flags() == before
-    for device, dtype in ((torch.device("cuda"), torch.bfloat16), (torch.device("cpu"), torch.float32)):
-        with attention_kernels(device, dtype):
+    with attention_kernels(torch.device("cuda"), torch.bfloat16, "pytorch"):
+        assert flags() == before
+    for dtype in (torch.float32, torch.bfloat16):
+        with attention_kernels(torch.device("cpu"), dtype):
             assert flags() == before
 
 

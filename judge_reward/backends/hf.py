@@ -96,6 +96,13 @@ class HFBackendConfig(Section):
     kernel (about twice as fast for judging's shapes; eager attention's numerics; see
     :mod:`judge_reward.backends.cpu_attention`). Applies to models on transformers' SDPA attention,
     a model passed in included (its config's ``attn_implementation`` is switched)."""
+    cuda_attention: Literal["no_cudnn", "pytorch"] = "no_cudnn"
+    """Which PyTorch attention kernels the judge may use on CUDA in bf16/fp16: ``no_cudnn`` (flash,
+    memory-efficient or math, whichever takes the call; masked calls run the math kernel) or
+    ``pytorch`` (PyTorch's own choice, which on an H200 took cuDNN's kernel for the judge's masked
+    calls). cuDNN builds an execution plan for every new shape, and training brings new shapes every
+    step: inside a GRPO step the judge's attention took 0.59 s of CPU time against 0.03 s when the
+    same call ran again outside (README, "On a GPU"). fp32 on CUDA always runs the math kernel."""
     head_chunk: PositiveInt = 256
     """Positions per LM-head matmul. The backend keeps one model-dtype buffer of this many rows x
     vocabulary between calls (256 x 262k for Gemma: 128 MB in bf16), plus a few fp32 rows on a CPU."""
@@ -123,19 +130,26 @@ def _pick_dtype(name: str, device: torch.device) -> torch.dtype:
     return torch.bfloat16 if native_bf16 else torch.float32
 
 
-def attention_kernels(device: torch.device, dtype: torch.dtype):
-    """The context the judge's forward passes run in: PyTorch's math SDPA kernel for fp32 on CUDA,
-    else PyTorch's own choice.
+def attention_kernels(device: torch.device, dtype: torch.dtype, cuda_attention: str = "no_cudnn"):
+    """The context the judge's forward passes run in: on CUDA, PyTorch's math SDPA kernel for fp32
+    and every kernel but cuDNN's for bf16/fp16 (``cuda_attention="pytorch"``: PyTorch's own choice);
+    on a CPU, PyTorch's own choice.
 
     Measured on an H200 (torch 2.11, transformers 5.24; README, "On a GPU"): in fp32 the default
     kernel choice put one unshared 896-token G-Eval row up to 2.42 nats away from the CPU's fp32
-    result, the math kernel 0.0000; in bf16 (the CUDA default) the default and math kernels both
-    agreed with the CPU's fp32 result within bf16 rounding (0.08-0.11 nats).
+    result, the math kernel 0.0000; in bf16 (the CUDA default) the default (cuDNN's kernel: the same
+    numbers to the last digit) and the math kernel both agreed with the CPU's fp32 result within bf16
+    rounding (0.08-0.11 nats). cuDNN's kernel is left out for its per-shape plans (see
+    :attr:`HFBackendConfig.cuda_attention`).
     """
-    if device.type == "cuda" and dtype == torch.float32:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+    if device.type != "cuda":
+        return nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    if dtype == torch.float32:
         return sdpa_kernel(SDPBackend.MATH)
+    if cuda_attention == "no_cudnn":
+        return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
     return nullcontext()
 
 
@@ -511,7 +525,7 @@ class HFBackend:
         # seed inside a forked RNG state, which is restored afterwards.
         devices = [self.device] if self.device.type == "cuda" else []
         with (torch.random.fork_rng(devices=devices, enabled=req.seed is not None), torch.no_grad(),
-              attention_kernels(self.device, self.dtype)):
+              attention_kernels(self.device, self.dtype, self.config.cuda_attention)):
             if req.seed is not None:
                 torch.manual_seed(req.seed)
             gen = self.model.generate(
@@ -568,7 +582,7 @@ class HFBackend:
         total = sum(len(r.ids) for r in rows)
         self.work["requested"] += total
         bar = tqdm(total=total, desc="judge", unit="tok", unit_scale=True, disable=self._quiet(len(rows)))
-        with torch.inference_mode(), attention_kernels(self.device, self.dtype):
+        with torch.inference_mode(), attention_kernels(self.device, self.dtype, self.config.cuda_attention):
             for cut, members in shared:
                 self._run_shared(rows, members, cut, results, bar)
             self._run_flat(rows, flat, results, bar)
@@ -724,14 +738,34 @@ class HFBackend:
                 target_logit = self._finish(raw[pair_slot_t[here] - lo, pair_target_t[here]], pair_target_t[here])
                 norm = self._log_normaliser(raw)
                 token_lp[here] = target_logit - norm[pair_slot_t[here] - lo]
-                for i, slot, sets in set_reads:
-                    if lo <= slot < lo + step:
-                        ids = [torch.tensor(s, dtype=torch.long, device=raw.device) for s in sets]
-                        set_lp[i] = [(torch.logsumexp(self._finish(raw[slot - lo, s], s), 0) - norm[slot - lo]).item()
-                                     for s in ids]
+                reads = [(i, slot - lo, sets) for i, slot, sets in set_reads if lo <= slot < lo + step]
+                if reads:
+                    set_lp.update(self._set_logprobs(raw, norm, reads))
         token_lp = token_lp.cpu()
         for i, k, n in spans:
             results[i] = RowResult(token_lp[k:k + n].tolist(), set_lp.get(i, []))
+
+    def _set_logprobs(self, raw: torch.Tensor, norm: torch.Tensor, reads) -> dict[int, list[float]]:
+        """log P(next token in set) for every set of every read ``(row, slot in raw, sets)``, in one
+        pass: the sets' ids padded into one matrix, one gather, one log-sum-exp, one copy back. (Per set
+        it took several small operations and a device sync: 320 syncs for a four-aspect G-Eval call of
+        16 summaries on a GPU.)"""
+        flat = [(slot, s) for _, slot, sets in reads for s in sets]
+        width = max(1, max(len(s) for _, s in flat))
+        ids = torch.zeros((len(flat), width), dtype=torch.long)
+        valid = torch.zeros((len(flat), width), dtype=torch.bool)
+        for k, (_, s) in enumerate(flat):
+            ids[k, :len(s)] = torch.tensor(s, dtype=torch.long)
+            valid[k, :len(s)] = True
+        slots = torch.tensor([slot for slot, _ in flat], dtype=torch.long, device=raw.device)
+        ids, valid = ids.to(raw.device), valid.to(raw.device)
+        logits = self._finish(raw[slots[:, None], ids], ids).masked_fill_(~valid, -math.inf)
+        values = (torch.logsumexp(logits, dim=1) - norm[slots]).tolist()
+        out, k = {}, 0
+        for i, _, sets in reads:
+            out[i] = values[k:k + len(sets)]
+            k += len(sets)
+        return out
 
     def _raw_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """``hidden`` times the head's weight (n x vocab, model dtype), before bias and soft-capping.
