@@ -4,10 +4,10 @@
 # reported and the others still run. Needs a CUDA build of torch, this project with its [trl] extra,
 # and SummEval under the data folder ($JUDGE_REWARD_DATA or ../shared/data).
 #
-#   bash benchmarks/gpu.sh [LOG [NAME...]]   # ~6 min on an H200; everything printed is also written to LOG
+#   bash benchmarks/gpu.sh [LOG [NAME...]]   # ~8 min on an H200; everything printed is also written to LOG
 #
 # NAMEs (throughput, prefix, prefix_fp32, sdpa_agreement, exact_vs_sampling, aspects, aspects_grpo_group,
-# grpo_step, grpo_step_large) run only those rows, in this file's order: device time is short.
+# grpo_step, grpo_step_large, grpo_step_large_cudnn) run only those rows, in this file's order: device time is short.
 set -u
 cd "$(dirname "$0")"
 log=${1:-../reports/gpu.log}
@@ -38,3 +38,5 @@ run aspects aspect_sharing.py --methods geval gptscore-source-first
 run aspects_grpo_group aspect_sharing.py --methods gptscore-source-first --summaries 4 --repeats 5
 run grpo_step grpo_step.py --policy embedded:gemma3-270m --cold --profile 4
 run grpo_step_large grpo_step.py --policy embedded:gemma3-270m --batch 32 --num-generations 8 --max-completion-length 64 --cold --profile 4
+# the same with PyTorch's own attention kernel choice (cuDNN's, with a plan per new shape)
+run grpo_step_large_cudnn grpo_step.py --policy embedded:gemma3-270m --batch 32 --num-generations 8 --max-completion-length 64 --cold --profile 4 --cuda-attention pytorch

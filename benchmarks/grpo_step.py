@@ -162,6 +162,8 @@ def main() -> None:
     p.add_argument("--data", default=None)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where the policy trains and the judge runs (auto: CUDA when present)")
+    p.add_argument("--cuda-attention", default=None, choices=["no_cudnn", "pytorch"],
+                   help="the judge backend's cuda_attention (default: the config's); pytorch lets PyTorch pick cuDNN's kernel")
     p.add_argument("--cold", action="store_true",
                    help="also score each step's items outside in a fresh process, where no shape has run yet")
     p.add_argument("--profile", type=int, default=None, metavar="K",
@@ -183,7 +185,10 @@ def main() -> None:
 
     articles = load_articles(data_dir(args.data), args.max_source_words)[:40]
     config = JudgeConfig.load(args.config)
-    judge = Judge(dataclasses.replace(config, backend={**config.backend, "device": args.device}))
+    backend = {**config.backend, "device": args.device}
+    if args.cuda_attention:
+        backend["cuda_attention"] = args.cuda_attention
+    judge = Judge(dataclasses.replace(config, backend=backend))
     device = judge.backend.device.type  # the backend resolves "auto"; the policy trains where the judge runs
     gc_clock = GcClock()
     reward = TimedReward(JudgeReward(judge), cuda=device == "cuda", gc_clock=gc_clock, profile_call=args.profile)
@@ -234,7 +239,8 @@ def main() -> None:
         worker.join()
     inside, outside, cold_ratio, shares = [], [], [], []
     print(f"{judge.backend.model_id}; reward aspects {aspects}; policy {args.policy}; "
-          f"{args.batch} completions per step; torch threads {args.threads}; judge {judge.backend.dtype}, policy fp32; "
+          f"{args.batch} completions per step; torch threads {args.threads}; judge {judge.backend.dtype}"
+          f"{f' (cuda_attention {judge.backend.config.cuda_attention})' if device == 'cuda' else ''}, policy fp32; "
           f"{device_line(device)}")
     print(f"{'step':>4} {'step s':>8} {'judge s':>8} {'share':>6} {'judged':>6} {'in s/compl':>11} {'out s/compl':>12} {'in/out':>7} "
           f"{'gc in s':>8} {'gc out s':>9}" + (f" {'cold s/compl':>13} {'in/cold':>8}" if cold else ""))
