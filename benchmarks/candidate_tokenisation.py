@@ -8,7 +8,7 @@ each scale value. Three ways, each giving the same ids:
 * ``last line per candidate``: the prompt tokenised once, each value re-tokenising only the prompt's
   last line (:func:`judge_reward.candidates.tokenize_candidates`);
 * ``+ kept heads``: as the backend now tokenises: the four aspects' prompts of a summary differ only
-  in that last line, so the head they share is tokenised once per summary (``HFBackend._piece_ids``;
+  in that last line, so the head they share is tokenised once per summary (``HFBackend._encode_piece``;
   its memo is cleared before each run).
 
 Prints the medians [min-max] of ``--repeats`` runs of each way, the ratios, and whether the ids agree.
@@ -45,9 +45,9 @@ def main() -> None:
     whole_text = lambda text: backend.tokenizer(text, add_special_tokens=True)["input_ids"]  # noqa: E731
     fresh = backend.clear_token_memo
     whole, slow = timings(lambda: [tokenize_candidates(whole_text, p, c) for p, c in rows], args.repeats)
-    line, fast = timings(lambda: [tokenize_candidates(whole_text, p, c, backend._tokenize) for p, c in rows],
+    line, fast = timings(lambda: [tokenize_candidates(whole_text, p, c, backend._tokenize_many) for p, c in rows],
                          args.repeats)
-    kept, fastest = timings(lambda: [tokenize_candidates(backend.encode, p, c, backend._encode_piece) for p, c in rows],
+    kept, fastest = timings(lambda: [tokenize_candidates(backend.encode, p, c, backend._tokenize_many) for p, c in rows],
                             args.repeats, fresh)
     tokens = sum(len(whole_text(p)) for p, _ in rows)
     print(f"{len(rows)} G-Eval rows (16 summaries x 4 aspects, {tokens} prompt tokens), {args.repeats} runs each")

@@ -79,7 +79,7 @@ def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
 
 def tokenize_candidates(
     encode: Callable[[str], list[int]], prompt: str, candidates: Sequence[str],
-    encode_piece: Callable[[str], list[int]] | None = None,
+    encode_pieces: Callable[[list[str]], list[list[int]]] | None = None,
 ) -> CandidateTokens:
     """Canonical tokens of ``prompt + candidate`` for every candidate, split at their shared prefix.
 
@@ -87,8 +87,9 @@ def tokenize_candidates(
     The shared prefix is capped at the prompt's own tokenisation, so a digit that several
     candidates start with ("1" of "10" and "11") is never folded into it.
 
-    ``encode_piece`` (a text's ids without special tokens) lets the prompt be tokenised once instead
-    of once more per candidate: each candidate re-tokenises only the prompt's last line. That is
+    ``encode_pieces`` (texts' ids without special tokens, a list of texts in one call) lets the
+    prompt be tokenised once instead of once more per candidate: each candidate re-tokenises only
+    the prompt's last line, the line and its values in one call. That is
     taken only where two checks hold (otherwise the whole text is tokenised): the last line alone
     tokenises to exactly the prompt's last tokens (no token crosses the line start), and each
     candidate leaves the line's first token as it is (a merge reaching back across the line start
@@ -100,7 +101,7 @@ def tokenize_candidates(
     if not candidates:
         raise ValueError("candidates: a scale needs at least one value to score")
     prompt_ids = encode(prompt)
-    full = _by_last_line(prompt, prompt_ids, candidates, encode_piece) if encode_piece else None
+    full = _by_last_line(prompt, prompt_ids, candidates, encode_pieces) if encode_pieces else None
     if full is None:
         full = [encode(prompt + c) for c in candidates]
     cut = common_prefix_len([prompt_ids, *full])
@@ -112,21 +113,20 @@ def tokenize_candidates(
 
 
 def _by_last_line(prompt: str, prompt_ids: list[int], candidates: Sequence[str],
-                  encode_piece: Callable[[str], list[int]]) -> list[list[int]] | None:
+                  encode_pieces: Callable[[list[str]], list[list[int]]]) -> list[list[int]] | None:
     """``encode(prompt + c)`` for every candidate from the prompt's tokens and its last line
     re-tokenised with each candidate; None where the line's start is not a clean token boundary."""
     start = prompt.rfind("\n") + 1
     line = prompt[start:]
     if start == 0 or not line:
         return None
-    line_ids = encode_piece(line)
+    line_ids, *with_values = encode_pieces([line, *(line + c for c in candidates)])
     n = len(line_ids)
     if not n or n >= len(prompt_ids) or prompt_ids[-n:] != line_ids:
         return None
     head = prompt_ids[:-n]
     full = []
-    for c in candidates:
-        ids = encode_piece(line + c)
+    for ids in with_values:
         if ids[:1] != line_ids[:1]:
             return None
         full.append(head + ids)

@@ -285,8 +285,8 @@ def test_candidates_from_the_last_line_equal_whole_text_tokenisation(style):
         whole_calls.append(text)
         return tok(text)["input_ids"]
 
-    def piece(text):
-        return tok(text, add_special_tokens=False)["input_ids"]
+    def pieces(texts):
+        return [tok(text, add_special_tokens=False)["input_ids"] for text in texts]
 
     prompts = [
         "The summary is coherent and fluent.\n\nEvaluation Form (scores ONLY):\n\n- Coherence: ",
@@ -300,7 +300,7 @@ def test_candidates_from_the_last_line_equal_whole_text_tokenisation(style):
     for prompt in prompts:
         for scale in scales:
             whole_calls.clear()
-            quick = tokenize_candidates(encode, prompt, scale, piece)
+            quick = tokenize_candidates(encode, prompt, scale, pieces)
             fast_paths += len(whole_calls) == 1
             assert quick == tokenize_candidates(encode, prompt, scale)
     assert fast_paths >= 9  # the three prompts with a last line, every scale

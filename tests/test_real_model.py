@@ -115,7 +115,7 @@ def test_geval_prompts_tokenise_once_with_the_same_ids(gemma_backend, summeval_s
                     calls.append(text)
                     return gemma_backend.encode(text)
 
-                quick = tokenize_candidates(encode, prompt, aspect.scale.texts, gemma_backend._encode_piece)
+                quick = tokenize_candidates(encode, prompt, aspect.scale.texts, gemma_backend._tokenize_many)
                 assert len(calls) == 1, (layout, name)
                 assert quick == tokenize_candidates(gemma_backend.encode, prompt, aspect.scale.texts)
                 checked += 1
