@@ -23,6 +23,7 @@ import logging
 import math
 import os
 import threading
+from array import array
 from collections import Counter, defaultdict
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -367,7 +368,7 @@ class HFBackend:
         if known not in (_UNSEEN, None):  # (the head's ids, its checked line's first token)
             line_ids = self._tokenize(line)
             if line_ids[:1] == [known[1]]:
-                return known[0] + line_ids
+                return known[0].tolist() + line_ids
             return self._tokenize(text)
         ids = self._tokenize(text)
         # Check the line start (one more tokenisation, of the line) on a head's first text where the
@@ -376,7 +377,8 @@ class HFBackend:
             line_ids = self._tokenize(line)
             n = len(line_ids)
             clean = 0 < n < len(ids) and ids[-n:] == line_ids
-            self._remember(head, (ids[:-n], line_ids[0]) if clean else _UNSAFE)
+            # ids kept compact (4 bytes each, not a Python int each): heads of long sources add up
+            self._remember(head, (array("i", ids[:-n]), line_ids[0]) if clean else _UNSAFE)
         else:
             self._remember(head, None)  # seen once
         return ids
