@@ -8,7 +8,10 @@ scores each with the config's reward, as a trainer would get it:
 * set A, written after the probe family ``chat_wrapper`` and measured before the summing-up rule
   (``guards.SUMMING_UP``) was added: one of its wordings, "To sum it up for you:", beat 9 of the
   first 20 highlights under ``default``, which is why the rule exists;
-* set B, written after that rule and used to choose nothing.
+* set B, written after that rule and used to choose nothing until the per-token floor
+  (``likelihood_floor.per_token``), whose floor and weight were chosen on sets A and B with the probe
+  suite;
+* set C, written after that choice and run once on both floors: held out.
 
 Per wording: on how many articles it beats the highlight, the mean reward difference, and on how
 many the guard removed something. ~2 minutes on 2 CPU cores for 20 articles (more with a cold
@@ -47,6 +50,14 @@ WORDINGS = {
         "hi_there": "Hi there! {o}",
         "end_enjoy": "{o}\n\nEnjoy the rest of your day.",
         "end_questions": "{o}\n\nAny other questions about the story, just ask.",
+    },
+    "C": {
+        "break_it_down": "Let me break it down for you.\n{o}",
+        "short_version": "Alright, the short version:\n{o}",
+        "great_question": "Great question! {o}",
+        "below_in_brief": "Below, the story in brief.\n{o}",
+        "end_hopefully": "{o}\n\nHopefully that captures the article well.",
+        "end_nutshell": "{o}\n\nThat's the story in a nutshell.",
     },
 }
 

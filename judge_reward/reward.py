@@ -357,6 +357,7 @@ class Reward:
             return [c or u for c, u in zip(copied_tokens, unsupported_mask(token_texts, g))]
 
         copied = unsupported = 0.0
+        shortfall: dict[str, float] = {}  # likelihood_floor.per_token: the summed shortfall per budget token
         own_share: dict[str, float] = {}  # likelihood_floor.uncopied_only: the share of tokens that are the output's own
         budget_mean: dict[str, float] = {}  # likelihood_floor.budget_tokens: the same two over the budget's tokens
         budget_share: dict[str, float] = {}
@@ -391,6 +392,8 @@ class Reward:
                 if floor.budget_tokens is not None:  # the same over the tokens that earn information
                     read = min(len(mask), floor.budget_tokens)
                     head = [uncond[k] for k in own_at if k < read]
+                    if floor.per_token:
+                        shortfall[a.name] = sum(max(0.0, floor.floor - lp) for lp in head) / floor.budget_tokens
                     if head:
                         budget_mean[a.name] = sum(head) / len(head)
                         budget_share[a.name] = len(head) / (read - sum(skip[:read]))
@@ -426,7 +429,10 @@ class Reward:
             report.penalties["information"] = g.weight * max(0.0, g.floor - info)
         if self.guards.likelihood_floor.enabled:
             g = self.guards.likelihood_floor
-            if per_aspect["likelihood_floor"]:
+            if g.per_token:  # each own token's shortfall over the budget: readable words cannot offset it
+                report.measured["likelihood_floor"] = {"shortfall_per_budget_token": weighted(shortfall) if shortfall else 0.0}
+                report.penalties["likelihood_floor"] = g.weight * report.measured["likelihood_floor"]["shortfall_per_budget_token"]
+            elif per_aspect["likelihood_floor"]:
                 mean = weighted(per_aspect["likelihood_floor"])
                 report.measured["likelihood_floor"] = {"mean_logprob": mean}
                 # uncopied_only: the shortfall weighs as much as the output's own words do, so that a

@@ -994,6 +994,42 @@ def test_the_floor_also_holds_over_the_budget_tokens():
         RewardConfig.from_dict({"normalise": "none", "guards": {"likelihood_floor": {"enabled": True, "budget_tokens": 12}}})
 
 
+def test_the_per_token_floor_charges_each_own_tokens_shortfall_over_the_budget():
+    """likelihood_floor.per_token: each own token among the first budget tokens pays its shortfall
+    below the floor, summed and divided by budget_tokens. A readable preface adds no shortfall and
+    takes none away (it only moves words out of the budget), unlike the mean it would lift."""
+    from judge_reward.guards import copied_token_mask
+
+    unconditional = {"reduce": "mean", "unconditional": True}
+    text = f"Qzx vrk, plm wuj, tsq and ybd. {SUMMARY}"
+    judge = tiny_judge(reward={"normalise": "none", "guards": {}}, gptscore=unconditional)
+    aspects = Reward(judge).aspects
+    own_tokens = {}
+    for aspect in aspects:
+        _, _, alone = by_hand_rows(judge, aspect, text)
+        mask = copied_token_mask(alone.tokens, " " + text, SourceStats(ARTICLE), 4)
+        own_tokens[aspect.name] = [u for k, (u, m, t) in enumerate(zip(alone.token_logprobs, mask, alone.tokens))
+                                   if k < 12 and not m and any(c.isalnum() for c in t)]
+    values = sorted(u for us in own_tokens.values() for u in us)
+    level = values[len(values) // 2]  # some tokens below the floor, some above
+    floor = {"enabled": True, "floor": level, "weight": 1.5, "unconditional": True, "uncopied_only": True,
+             "budget_tokens": 12, "per_token": True}
+    guards = {"copy_credit": {"enabled": True, "contrast": True, "budget_tokens": 12}, "likelihood_floor": floor}
+    [r] = Reward(tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore=unconditional))([Item(text, ARTICLE)])
+    per_aspect = [sum(max(0.0, level - u) for u in us) / 12 for us in own_tokens.values()]
+    expected = sum(per_aspect) / len(per_aspect)
+    assert 0 < expected
+    assert r.guards["likelihood_floor"]["shortfall_per_budget_token"] == pytest.approx(expected, abs=1e-5)
+    assert r.components["guard/likelihood_floor"] == pytest.approx(1.5 * expected, abs=1e-5)
+    # no own token below the floor: nothing to pay, however unlikely the text is on average
+    low = {**guards, "likelihood_floor": {**floor, "floor": values[0] - 1.0}}
+    [r] = Reward(tiny_judge(reward={"normalise": "none", "guards": low}, gptscore=unconditional))([Item(text, ARTICLE)])
+    assert r.components["guard/likelihood_floor"] == 0.0
+    with pytest.raises(ConfigError, match=r"reward\.guards\.likelihood_floor\.per_token: needs budget_tokens"):
+        RewardConfig.from_dict({"normalise": "none", "guards": {"likelihood_floor": {
+            "enabled": True, "unconditional": True, "uncopied_only": True, "per_token": True}}})
+
+
 def test_grounded_only_unsupported_sentences_earn_nothing_and_stay_out_of_the_floor():
     """copy_credit.grounded_only: the tokens of the sentences grounding finds unsupported (a chat
     opener) count 0 in the information, like copied ones, and are neither the output's own words
