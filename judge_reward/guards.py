@@ -561,7 +561,8 @@ class LikelihoodFloorGuard(Section):
     none away, so readable words put before the output cannot lift the floor of the words that earn
     the information (a chat assistant's preface worded as no ``chatter`` pattern lists, "The main
     points, in a couple of sentences:", beat 4 of 20 human highlights through the mean). Every
-    unlikely own token pays, so real text pays more often: set ``floor`` lower (``default``: -6)."""
+    unlikely own token pays, so real text pays more often: set ``floor`` lower (measured at -6,
+    weight 1, against ``default``'s mean floor: docs/rewards.md; not in any shipped config)."""
 
     def check(self) -> None:
         if self.budget_tokens is not None and not self.uncopied_only:
