@@ -430,7 +430,7 @@ class Reward:
         if self.guards.likelihood_floor.enabled:
             g = self.guards.likelihood_floor
             if g.per_token:  # each own token's shortfall over the budget: readable words cannot offset it
-                report.measured["likelihood_floor"] = {"shortfall_per_budget_token": weighted(shortfall) if shortfall else 0.0}
+                report.measured["likelihood_floor"] = {"shortfall_per_budget_token": weighted(shortfall)}
                 report.penalties["likelihood_floor"] = g.weight * report.measured["likelihood_floor"]["shortfall_per_budget_token"]
             elif per_aspect["likelihood_floor"]:
                 mean = weighted(per_aspect["likelihood_floor"])

@@ -19,6 +19,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..candidates import common_prefix_len
+
 
 @dataclass
 class PackedRow:
@@ -67,15 +69,6 @@ class TokenTree:
         return sum(len(r) for r in self.rows)
 
 
-def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def pack_token_tree(
     seqs: Sequence[Sequence[int]],
     min_shared: int,
@@ -104,7 +97,7 @@ def pack_token_tree(
     previous: int | None = None
     for i in order:
         seq = seqs[i]
-        shared = _common_length(seqs[previous], seq) if previous is not None else 0
+        shared = common_prefix_len([seqs[previous], seq]) if previous is not None else 0
         joins = previous is not None and (
             shared == len(seq)
             or (shared >= min_shared and len(rows[row_of[previous]]) + len(seq) - shared <= max_row_tokens)
