@@ -12,6 +12,8 @@ scores each with the config's reward, as a trainer would get it:
   (``likelihood_floor.per_token``), whose floor and weight were chosen on sets A and B with the probe
   suite;
 * set C, written after that choice and run once on both floors: held out.
+* set D, written before the clause floor (``likelihood_floor.per_clause``) was measured, and run
+  once per floor after its setting was chosen on sets A-C: held out.
 
 Per wording: on how many articles it beats the highlight, the mean reward difference, and on how
 many the guard removed something. ~2 minutes on 2 CPU cores for 20 articles (more with a cold
@@ -58,6 +60,14 @@ WORDINGS = {
         "below_in_brief": "Below, the story in brief.\n{o}",
         "end_hopefully": "{o}\n\nHopefully that captures the article well.",
         "end_nutshell": "{o}\n\nThat's the story in a nutshell.",
+    },
+    "D": {
+        "happy_to_help": "Happy to help with that!\n{o}",
+        "summarising_now": "Okay! Summarising the piece for you now.\n{o}",
+        "what_it_says": "What the article says, briefly -\n{o}",
+        "so_in_a_nutshell": "So, in a nutshell, this is what happened. {o}",
+        "end_think": "{o}\n\nCurious what you make of it!",
+        "end_facts": "{o}\n\nI tried to keep the key facts intact.",
     },
 }
 
