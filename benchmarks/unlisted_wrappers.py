@@ -12,8 +12,8 @@ scores each with the config's reward, as a trainer would get it:
   (``likelihood_floor.per_token``), whose floor and weight were chosen on sets A and B with the probe
   suite;
 * set C, written after that choice and run once on both floors: held out.
-* set D, written before the clause floor (``likelihood_floor.per_clause``) was measured, and run
-  once per floor after its setting was chosen on sets A-C: held out.
+* set D, written before a floor charged clause by clause was tried on sets A-C (not kept:
+  docs/rewards.md), then run once per config: held out.
 
 Per wording: on how many articles it beats the highlight, the mean reward difference, and on how
 many the guard removed something. ~2 minutes on 2 CPU cores for 20 articles (more with a cold
@@ -77,9 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", default="default", help="judge config (name or path)")
     p.add_argument("--docs", type=int, default=20, help="the first N SummEval articles")
     p.add_argument("--max-source-words", type=int, default=400)
+    p.add_argument("--sets", default=",".join(WORDINGS), help="which sets of wordings, comma-separated (default: all)")
     p.add_argument("--data", type=Path, default=None,
                    help="data folder holding summeval/summeval.json (default: $JUDGE_REWARD_DATA or ../shared/data)")
     args = p.parse_args(argv)
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    if not sets or any(s not in WORDINGS for s in sets):
+        p.error(f"--sets: expected names from {', '.join(WORDINGS)}, got {args.sets!r}")
+    wordings = {s: WORDINGS[s] for s in sets}
     data = data_dir(args.data / "summeval" / "summeval.json" if args.data else None, "summeval", "summeval.json")
 
     from judge_reward.methods.base import Item
@@ -87,11 +92,11 @@ def main(argv: list[str] | None = None) -> int:
 
     pairs = summeval_pairs(data, args.docs, max_source_words=args.max_source_words)
     reward = Reward.from_config(args.config)
-    names = [(s, k) for s, group in WORDINGS.items() for k in group]
+    names = [(s, k) for s, group in wordings.items() for k in group]
     items = []
     for pair in pairs:
         items.append(Item(pair.output, pair.source))
-        items += [Item(WORDINGS[s][k].format(o=pair.output.strip()), pair.source) for s, k in names]
+        items += [Item(wordings[s][k].format(o=pair.output.strip()), pair.source) for s, k in names]
     start = time.perf_counter()
     results = reward(items)
     seconds = time.perf_counter() - start
@@ -114,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {s} | {k} | {wins}/{len(diffs)} | {mean:+.3f} | {removed} | {none} |")
     # each set as the probe gate counts a family: its best wording per article
     labels = [(i, "real" if j == 0 else names[j - 1][0]) for i in range(len(pairs)) for j in range(width)]
-    for s, beaten in wins_per_family([r.value for r in results], labels, WORDINGS).items():
+    for s, beaten in wins_per_family([r.value for r in results], labels, wordings).items():
         print(f"set {s}: some wording beats the highlight on {beaten}/{len(pairs)} articles")
     return 0
 
