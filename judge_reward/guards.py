@@ -132,25 +132,6 @@ def token_mask(token_texts: Sequence[str], spans: Sequence[tuple[int, int]]) -> 
     return mask
 
 
-# Where a clause ends: sentence marks, colons and semicolons before a space, line breaks, spaced dashes.
-CLAUSE_END = re.compile(r"[.!?:;]+(?=\s|$)|\n|(?<=\s)[-\u2013\u2014]+(?=\s)")
-
-
-def token_clauses(token_texts: Sequence[str]) -> list[int]:
-    """For each token (the judge's tokens of a text, in order), the number of the clause it starts
-    in (:data:`CLAUSE_END`): a preface ended by a colon, a dash or its line is a clause of its own.
-    Tokens are placed by their characters; a byte-fallback token counts as one character."""
-    pieces = ["?" if _BYTE_TOKEN.match(tok) else tok.translate(_TOKEN_SPACE) for tok in token_texts]
-    ends = [m.end() for m in CLAUSE_END.finditer("".join(pieces))]
-    clauses, pos, k = [], 0, 0
-    for piece in pieces:
-        while k < len(ends) and ends[k] <= pos:
-            k += 1
-        clauses.append(k)
-        pos += len(piece)
-    return clauses
-
-
 # Words for matching copies: a hyphenated word is one word ("Mer-son" reads as "merson"), so that
 # hyphens inserted into copied words do not hide them.
 MATCH_WORD = re.compile(r"\w+(?:[-\u2010\u2011]\w+)*")
@@ -583,18 +564,12 @@ class LikelihoodFloorGuard(Section):
     unlikely own token pays, so real text pays more often: set ``floor`` lower (measured at -6,
     weight 1, against ``default``'s mean floor: docs/rewards.md; not in any shipped config)."""
 
-    per_clause: bool = False
-    """EXPERIMENT (reverted in the next commit; docs/rewards.md): with ``budget_tokens``, charge each
-    clause of the budget's first tokens the shortfall of its own tokens' mean below ``floor``, times
-    their number, summed and divided by ``budget_tokens``, times ``weight``."""
-
     def check(self) -> None:
         if self.budget_tokens is not None and not self.uncopied_only:
             raise ConfigError(f"needs uncopied_only: true, got budget_tokens {self.budget_tokens} without it",
                               field="budget_tokens")
-        for name in ("per_token", "per_clause"):
-            if getattr(self, name) and self.budget_tokens is None:
-                raise ConfigError(f"needs budget_tokens, got {name} without it", field=name)
+        if self.per_token and self.budget_tokens is None:
+            raise ConfigError("needs budget_tokens, got per_token without it", field="per_token")
 
 
 @dataclass

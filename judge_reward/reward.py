@@ -34,7 +34,7 @@ from .aspects import Aspect
 from .config import ConfigError, Expect, Section, Weight, build_section
 from .guards import (
     GuardReport, GuardsConfig, InjectionPatterns, SourceStats, apply_guards, copied_token_mask, copy_credit,
-    mask_values, neutralise, source_information, token_clauses, token_mask, unsupported_spans,
+    mask_values, neutralise, source_information, token_mask, unsupported_spans,
 )
 from .methods.base import Item, Score
 
@@ -394,13 +394,6 @@ class Reward:
                     head = [uncond[k] for k in own_at if k < read]
                     if floor.per_token:
                         shortfall[a.name] = sum(max(0.0, floor.floor - lp) for lp in head) / floor.budget_tokens
-                    elif floor.per_clause:
-                        clause_of, clauses = token_clauses(details["token_texts"]), {}
-                        for k in own_at:
-                            if k < read:
-                                clauses.setdefault(clause_of[k], []).append(uncond[k])
-                        shortfall[a.name] = sum(len(lps) * max(0.0, floor.floor - sum(lps) / len(lps))
-                                                for lps in clauses.values()) / floor.budget_tokens
                     if head:
                         budget_mean[a.name] = sum(head) / len(head)
                         budget_share[a.name] = len(head) / (read - sum(skip[:read]))
@@ -436,7 +429,7 @@ class Reward:
             report.penalties["information"] = g.weight * max(0.0, g.floor - info)
         if self.guards.likelihood_floor.enabled:
             g = self.guards.likelihood_floor
-            if g.per_token or g.per_clause:  # summed per budget token: readable words cannot offset it
+            if g.per_token:  # each own token's shortfall over the budget: readable words cannot offset it
                 report.measured["likelihood_floor"] = {"shortfall_per_budget_token": weighted(shortfall)}
                 report.penalties["likelihood_floor"] = g.weight * report.measured["likelihood_floor"]["shortfall_per_budget_token"]
             elif per_aspect["likelihood_floor"]:
