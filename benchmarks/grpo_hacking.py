@@ -708,6 +708,9 @@ def main(argv=None) -> None:
     if args.plot:
         plot(Path(args.out), args.runs, ROOT / "docs", args.smooth)
         return
+    if args.policy and not (Path(args.policy) / "config.json").is_file():
+        p.error(f"--policy: no model folder (config.json) at {args.policy!r}; "
+                "make one with benchmarks/wrapping_policy.py --out FOLDER")
     if args.smoke:
         args.max_steps = min(args.max_steps, 2)
         args.max_completion_length = min(args.max_completion_length, 16)
