@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import data_dir  # noqa: E402
-from grpo_hacking import PROMPTS, chatter_pieces, load_articles, policy_directory  # noqa: E402
+from grpo_hacking import PROMPTS, chatter_pieces, generate_answers, load_articles, policy_directory  # noqa: E402
 
 # Three ways a user asks for a summary: the GRPO runs' requests (grpo_hacking.py --prompt).
 REQUESTS = tuple(PROMPTS.values())
@@ -118,7 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     rows = load_articles(folder, args.max_source_words)[80:80 + args.articles]
     model_dir = policy_directory()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    tokenizer.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
 
     start = time.perf_counter()
@@ -126,19 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     for request in tqdm(REQUESTS, desc="requests"):
-        prompts = [tokenizer.apply_chat_template([{"role": "user", "content": request.format(article=r["source"])}],
-                                                 tokenize=False, add_generation_prompt=True) for r in rows]
-        for lo in range(0, len(prompts), 4):
-            enc = tokenizer(prompts[lo:lo + 4], return_tensors="pt", padding=True, add_special_tokens=False)
-            with torch.no_grad():
-                ids = model.generate(**enc, max_new_tokens=args.max_new_tokens, do_sample=True,
-                                     temperature=args.temperature, top_p=1.0, num_return_sequences=args.samples,
-                                     pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-            texts = tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-            for k, text in enumerate(texts):
-                row = rows[lo + k // args.samples]
-                answers.append({"request": REQUESTS.index(request), "doc_id": row["doc_id"], "answer": text.strip(),
-                                "removed": chatter_pieces(text.strip())})
+        sampled = generate_answers(model, tokenizer, [r["source"] for r in rows], args.max_new_tokens, request,
+                                   samples=args.samples, temperature=args.temperature)
+        answers += [{"request": REQUESTS.index(request), "doc_id": row["doc_id"], "answer": text,
+                     "removed": chatter_pieces(text)} for row, texts in zip(rows, sampled) for text in texts]
     seconds = time.perf_counter() - start
 
     wrapped = [a for a in answers if a["removed"]]

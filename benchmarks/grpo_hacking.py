@@ -336,10 +336,13 @@ def attach_trl_logs(recorder_cb, metrics_path: Path):
 # -- held-out evaluation ---------------------------------------------------------------------------------
 
 
-def generate_greedy(model, tokenizer, sources: list[str], max_new_tokens: int, batch: int = 4,
-                    template: str = PROMPT) -> list[str]:
+def generate_answers(model, tokenizer, sources: list[str], max_new_tokens: int, template: str = PROMPT,
+                     samples: int = 1, temperature: float | None = None, batch: int = 4) -> list[list[str]]:
+    """``samples`` answers per source to the request ``template`` (its chat template applied),
+    greedy, or with ``temperature`` sampled at it (top_p 1); ``batch`` sources per ``generate``."""
     import torch
 
+    sampling = {"do_sample": False} if temperature is None else {"do_sample": True, "temperature": temperature, "top_p": 1.0}
     side = tokenizer.padding_side
     tokenizer.padding_side = "left"
     was_training = model.training
@@ -351,9 +354,10 @@ def generate_greedy(model, tokenizer, sources: list[str], max_new_tokens: int, b
                 texts = [tokenizer.apply_chat_template(prompt_of(s, template), tokenize=False, add_generation_prompt=True)
                          for s in sources[lo:lo + batch]]
                 enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-                ids = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                ids = model.generate(**enc, max_new_tokens=max_new_tokens, num_return_sequences=samples, **sampling,
                                      pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-                out += [t.strip() for t in tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)]
+                answers = [t.strip() for t in tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)]
+                out += [answers[k:k + samples] for k in range(0, len(answers), samples)]
     finally:
         tokenizer.padding_side = side
         model.train(was_training)
@@ -364,7 +368,7 @@ def evaluate(model, tokenizer, rows: list[dict], rewards: dict, max_new_tokens: 
     from judge_reward import Item
 
     start = time.perf_counter()
-    outputs = generate_greedy(model, tokenizer, [r["source"] for r in rows], max_new_tokens, template=template)
+    outputs = [a for [a] in generate_answers(model, tokenizer, [r["source"] for r in rows], max_new_tokens, template)]
     items = [Item(output=o, source=r["source"]) for o, r in zip(outputs, rows)]
     scored = {name: reward(items) for name, reward in rewards.items()}
     per = []

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import data_dir  # noqa: E402
-from grpo_hacking import PROMPT, aside, chatter_pieces, load_articles, policy_directory, prompt_of  # noqa: E402
+from grpo_hacking import PROMPT, aside, chatter_pieces, generate_answers, load_articles, policy_directory, prompt_of  # noqa: E402
 
 # Written for this script, apart from guards.py's patterns and unlisted_wrappers.py's sets A-D.
 WRAPPERS = {
@@ -68,23 +68,6 @@ def wrap(answer: str, rng: random.Random) -> str:
         return f"{answer} {rng.choice(WRAPPERS['sign_off'])}"
     sep = rng.choice([" ", "\n"])
     return f"{rng.choice(WRAPPERS['preface'])}{sep}{answer}"
-
-
-def sample(model, tokenizer, sources: list[str], n: int, max_new_tokens: int, temperature: float) -> list[list[str]]:
-    import torch
-
-    tokenizer.padding_side = "left"
-    out = []
-    for lo in range(0, len(sources), 4):
-        texts = [tokenizer.apply_chat_template(prompt_of(s, PROMPT), tokenize=False, add_generation_prompt=True)
-                 for s in sources[lo:lo + 4]]
-        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        with torch.no_grad():
-            ids = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
-                                 top_p=1.0, num_return_sequences=n, pad_token_id=tokenizer.pad_token_id)
-        texts = [t.strip() for t in tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)]
-        out += [texts[k * n:(k + 1) * n] for k in range(len(texts) // n)]
-    return out
 
 
 def habit(answers: list[list[str]], sources: list[str]) -> dict:
@@ -130,12 +113,13 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(policy_directory())
     model = AutoModelForCausalLM.from_pretrained(policy_directory(), dtype=torch.float32).eval()
-    before = habit(sample(model, tokenizer, [r["source"] for r in held_out], 4, 40, 1.0), [r["source"] for r in held_out])
+    held_sources = [r["source"] for r in held_out]
+    before = habit(generate_answers(model, tokenizer, held_sources, 40, samples=4, temperature=1.0), held_sources)
     print(f"before: {json.dumps(before)}", flush=True)
 
     rows, wrapped = [], 0
-    for row, answers in zip(train, sample(model, tokenizer, [r["source"] for r in train], args.samples,
-                                          args.max_new_tokens, 0.7)):
+    for row, answers in zip(train, generate_answers(model, tokenizer, [r["source"] for r in train], args.max_new_tokens,
+                                                    samples=args.samples, temperature=0.7)):
         for answer in filter(None, map(whole_sentences, answers)):
             target = answer
             if rng.random() < args.wrap_share:
@@ -152,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     trainer = SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
     trainer.train()
     model.eval()
-    after = habit(sample(model, tokenizer, [r["source"] for r in held_out], 4, 40, 1.0), [r["source"] for r in held_out])
+    after = habit(generate_answers(model, tokenizer, held_sources, 40, samples=4, temperature=1.0), held_sources)
     print(f"after: {json.dumps(after)}", flush=True)
     model.save_pretrained(args.out)
     tokenizer.save_pretrained(args.out)
