@@ -392,9 +392,9 @@ class Reward:
                 if floor.budget_tokens is not None:  # the same over the tokens that earn information
                     read = min(len(mask), floor.budget_tokens)
                     head = [uncond[k] for k in own_at if k < read]
-                    if floor.per_token:
+                    if floor.per_token:  # charged instead of the budget's mean below
                         shortfall[a.name] = sum(max(0.0, floor.floor - lp) for lp in head) / floor.budget_tokens
-                    if head:
+                    elif head:
                         budget_mean[a.name] = sum(head) / len(head)
                         budget_share[a.name] = len(head) / (read - sum(skip[:read]))
             else:
