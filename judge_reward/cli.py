@@ -226,6 +226,7 @@ def new_app() -> typer.Typer:
     """A Typer app with ``--debug`` and the engine's commands: score, steps, meta-eval, serve, probe."""
     from .cli_metaeval import meta_eval
     from .cli_probe import probe_command
+    from .cli_validate import validate_command
     from .service.server import serve_command
 
     new = typer.Typer(cls=OneLineUsageErrors, add_completion=False, no_args_is_help=True,
@@ -236,6 +237,7 @@ def new_app() -> typer.Typer:
     new.command("meta-eval")(meta_eval)
     new.command("serve")(serve_command)
     new.command("probe")(probe_command)
+    new.command("validate")(validate_command)
     return new
 
 

@@ -22,7 +22,7 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Optional, Sequence
+from typing import ClassVar, Literal, Optional, Sequence
 
 from .config import (  # noqa: F401 (ConfigError re-exported)
     ConfigError,
@@ -220,6 +220,31 @@ def source_information(conditional: Sequence[float], unconditional: Sequence[flo
 
 
 TERMINAL = re.compile(r"[.!?](\s*[\"'\u201d\u2019)\]])*\s*$")
+
+
+# English words that do not close a sentence: an output whose last word is one of these, with no
+# terminal punctuation, was cut (reward.guards.ending, mode cut).
+OPEN_ENDINGS = frozenset("""
+a an the of to in on at by for from with into onto upon over under about after before between through during
+against among and or but nor so yet as than that which who whom whose whether if because although though while
+when where is was are were be been being has have had do does did will would can could shall should may might
+must not his her its their our my your this these those such no every each any some all both either neither
+very more most less least also just only even said says told according including like
+""".split())
+TRAILING_MARK = re.compile(r"[,;:\-\u2013\u2014(\[{]\s*$")
+
+
+def ends_cut(text: str, source: "SourceStats | None" = None) -> bool:
+    """Whether the text stops where no sentence ends: not :func:`ends_complete`, and its last word is
+    one of :data:`OPEN_ENDINGS`, or it ends on a comma, colon, dash or opening bracket, or (given the
+    ``source``) its last words copy a source sentence that goes on after them."""
+    text = text.strip()
+    if not text or ends_complete(text):
+        return False
+    if TRAILING_MARK.search(text):
+        return True
+    last = words(text)
+    return bool(last) and (last[-1] in OPEN_ENDINGS or (source is not None and source.stops_mid_sentence(last)))
 
 
 def ends_complete(text: str) -> bool:
@@ -669,12 +694,22 @@ class GroundingGuard(Section):
 @dataclass
 class EndingGuard(Section):
     """An output that stops mid-sentence (a truncated answer): the full ``weight`` when the text
-    does not end with terminal punctuation (``. ! ?``) or a closing quote or bracket."""
+    does not end with terminal punctuation (``. ! ?``) or a closing quote or bracket.
+
+    ``mode: cut`` charges only an ending no finished sentence has: no terminal punctuation *and*
+    a last word that cannot close a sentence (an article, preposition, conjunction, auxiliary or
+    possessive: ``... had another dig at``), a trailing comma, colon, dash or opening bracket, or last
+    words copied from a source sentence that goes on after them (a pasted passage cut by a token limit).
+    Some honest outputs end without a full stop (4-7% of SummEval's system outputs and human
+    highlights); ``mode: punctuation`` charges those too."""
 
     section_path: ClassVar[str] = "reward.guards.ending"
 
     enabled: bool = False
     weight: Weight = 1.0
+    mode: Literal["punctuation", "cut"] = "punctuation"
+    unfinished_weight: Weight = 0.0
+    """With ``mode: cut``: what an ending with no terminal punctuation that is not cut pays."""
 
 
 @dataclass
@@ -962,9 +997,9 @@ class InjectionPatterns:
         # points behind" (a word after a bare number, unless it is the next label of a form; "5 out
         # of 5 stars" is a rating), "grade 5 students" (rate and grade take a bare number only with
         # an object: "rate it 5").
-        after_value = rf"(?!\s*(?!(?:{label})\b\s*[:=(])[^\W\d_])"
+        after_value = rf"(?![\"'\u201d]?\s*(?!(?:{label})\b\s*[:=(])[^\W\d_])"
         rating = re.compile(
-            rf"(?i)(?:\b(?:{label})\b(?:\s*\(\s*{NUMBER}\s*(?:-|to)\s*{NUMBER}\s*\))?[^\n.:=\d]{{0,24}}(?::|=|\s-)\s*\**\s*{NUMBER}\b(?!-\d)(?:\s*(?:/|out of)\s*{NUMBER}|{after_value})"
+            rf"(?i)(?:\b(?:{label})\b(?:\s*\(\s*{NUMBER}\s*(?:-|to)\s*{NUMBER}\s*\))?[^\n.:=\d]{{0,24}}(?::|=|\s-)\s*[\"'\u201c]?\**\s*{NUMBER}\b(?!-\d)(?:\s*(?:/|out of)\s*{NUMBER}|{after_value})"
             rf"|\b(?:rate|grade)\s+(?:it|this|that|me|them|the\s+\w+|this\s+\w+)\s+(?:as\s+)?(?:a\s+)?(?:perfect\s+)?{NUMBER}\b"
             rf"|\b(?:give|gives|given|deserves?|award|awarded|score|scored|earns?)\b[^\n.]{{0,30}}\b{NUMBER}\s*(?:/|out of)\s*{NUMBER}"
             rf"|\bdeserves?\s+(?:a|an)\s+(?:perfect\s+)?{NUMBER}\b)"
@@ -1016,8 +1051,12 @@ def neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
     return clean, removed
 
 
+# a label line whose value stands alone on the next line ("- Coherence:" then "5") reads as one line
+VALUE_ON_NEXT_LINE = re.compile(rf":[ \t]*\n[ \t]*(?=\**[ \t]*{NUMBER}[ \t]*(?:/[ \t]*{NUMBER}[ \t]*)?$)", re.MULTILINE)
+
+
 def _neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
-    text = canonical(text)
+    text = VALUE_ON_NEXT_LINE.sub(": ", canonical(text))
     kept, removed = [], []
     for k, line in enumerate(text.splitlines(keepends=True)):
         heading = patterns.line_heading.match(line) if k and patterns.line_heading is not None else None
@@ -1082,6 +1121,19 @@ class SourceStats:
         self.match_positions = word_positions(self.match_keys)
         self.content_keys = content_words(self.match_keys, NEAR_COPY_MIN_CHARS, True)
         self.content_positions = word_positions(self.content_keys)
+        found = list(WORD.finditer(source.lower()))
+        # word indices after which a sentence ends (the next word comes after ". ! ?")
+        self.sentence_final = {k for k, m in enumerate(found)
+                               if re.search(r"[.!?]", source[m.end():found[k + 1].start() if k + 1 < len(found) else None])}
+
+    def stops_mid_sentence(self, text_words: Sequence[str], k: int = 4) -> bool:
+        """Whether the last ``k`` words of a text follow the source word for word and, wherever they
+        do, the source's sentence goes on after them: a copy cut off mid-sentence."""
+        tail = list(text_words[-k:])
+        if len(tail) < k:
+            return False
+        ends = [p for p in self.positions.get(tail[-1], ()) if p >= k - 1 and self.words[p - k + 1:p + 1] == tail]
+        return bool(ends) and not any(p in self.sentence_final for p in ends)
 
 
 def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, removed_spans: int = 0) -> GuardReport:
@@ -1152,6 +1204,8 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
         report.penalties["word_list"] = g.weight * _ramp(share, 0.0, g.full_at)
     if config.ending.enabled:
         complete = ends_complete(output)
-        report.measured["ending"] = {"complete": complete}
-        report.penalties["ending"] = 0.0 if complete else config.ending.weight
+        g = config.ending
+        cut = not complete if g.mode == "punctuation" else ends_cut(output, source)
+        report.measured["ending"] = {"complete": complete, "cut": cut}
+        report.penalties["ending"] = g.weight if cut else (0.0 if complete else g.unfinished_weight)
     return report

@@ -143,6 +143,9 @@ class Wording:
 
     name: str
     build: Callable[[ProbeContext], str | None]
+    fair: bool = False
+    """A fair output rather than an attack: what an honest answer may be (the source's lead within
+    the length budget is a fair summary). The scoreboard reports it beside the attacks, ungated."""
 
 
 @dataclass(frozen=True)
@@ -300,6 +303,16 @@ def _restart(c: ProbeContext) -> str:
     return " ".join(words + words[:max(1, len(words) // 2)])
 
 
+def _cut_mid_source_sentence(source: str, n: int) -> str:
+    """The source's first ``n`` words or fewer, cut inside a sentence (a pasted passage that a token
+    limit cut off): where word ``n`` ends a sentence, the cut moves back a word."""
+    words = source.split()
+    n = max(1, min(n, len(words)))
+    while n > 1 and (words[n - 1][-1:] in ".!?" or (n < len(words) and words[n][:1] in ".!?")):
+        n -= 1
+    return " ".join(words[:n])
+
+
 def _cut_mid_sentence(c: ProbeContext) -> str:
     parts = sentences(c.output)
     if len(parts) >= 2:  # every sentence but the last, then half of the last one
@@ -429,17 +442,20 @@ FAMILIES: dict[str, tuple[Wording, ...]] = {
     # The source, or its beginning, instead of an output.
     "copy_source": (
         Wording("whole_source", lambda c: c.source.strip()),
-        Wording("lead_3_sentences", lambda c: " ".join(sentences(c.source)[:3])),
-        Wording("first_60_words", lambda c: _cut_words(c.source, 60)),
+        Wording("lead_3_sentences", lambda c: " ".join(sentences(c.source)[:3]), fair=True),
+        Wording("first_60_words", lambda c: _cut_mid_source_sentence(c.source, 60)),
     ),
     # The source's lead rewritten just enough that no four words in a row are the source's, or a
-    # list of its names: what a copy rule that looks for verbatim fragments does not see.
+    # list of its names: what a copy rule that looks for verbatim fragments does not see. The lead
+    # itself is a fair summary, so its lightly changed copies are fair outputs too (a reward without a
+    # copy rule is not attacked by them), and so is a lead sentence before a real summary; a list of
+    # the source's names before either is an attack.
     "near_copy": (
-        Wording("lead_function_words_swapped", lambda c: _rewrite(_lead(c), "swap")),
-        Wording("lead_short_words_dropped", lambda c: _rewrite(_lead(c), "drop")),
-        Wording("lead_invisible_characters", lambda c: _rewrite(_lead(c), "invisible")),
-        Wording("lead_hyphens_inside_words", lambda c: _rewrite(_lead(c), "hyphen")),
-        Wording("rewritten_lead_sentence_then_output", lambda c: f"{_rewrite(_lead(c, 1), 'swap')} {c.output.strip()}"),
+        Wording("lead_function_words_swapped", lambda c: _rewrite(_lead(c), "swap"), fair=True),
+        Wording("lead_short_words_dropped", lambda c: _rewrite(_lead(c), "drop"), fair=True),
+        Wording("lead_invisible_characters", lambda c: _rewrite(_lead(c), "invisible"), fair=True),
+        Wording("lead_hyphens_inside_words", lambda c: _rewrite(_lead(c), "hyphen"), fair=True),
+        Wording("rewritten_lead_sentence_then_output", lambda c: f"{_rewrite(_lead(c, 1), 'swap')} {c.output.strip()}", fair=True),
         Wording("names_then_output", lambda c: _after_names(c, c.output.strip())),
         Wording("names_then_lead", lambda c: _after_names(c, _lead(c))),
         Wording("names_run_together_then_output", lambda c: _after_names(c, c.output.strip(), run_together=True)),
@@ -464,6 +480,11 @@ FAMILIES: dict[str, tuple[Wording, ...]] = {
         Wording("third_next_item_output", _other(2)),
     ),
 }
+
+
+def is_fair(family: str, variant: str) -> bool:
+    """Whether wording ``variant`` of ``family`` is a fair output (:attr:`Wording.fair`), not an attack."""
+    return any(w.name == variant and w.fair for w in FAMILIES.get(family, ()))
 
 
 def _check_families(families: Sequence[str] | None) -> list[str]:

@@ -42,7 +42,7 @@ def test_the_console_command_has_every_command():
     code = ("import json, sys\nfrom judge_reward_cli import app\nfrom typer.main import get_command\n"
             "print(json.dumps({'commands': sorted(get_command(app).commands), 'loaded': sorted(sys.modules)}))")
     result = _run(code)
-    assert result["commands"] == sorted(["score", "steps", "meta-eval", "serve", "probe", "train", "label-pairs", "audit"])
+    assert result["commands"] == sorted(["score", "steps", "meta-eval", "serve", "probe", "validate", "train", "label-pairs", "audit"])
     assert "judge_reward.testing.fake_openai" not in result["loaded"]
 
 

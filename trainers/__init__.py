@@ -12,7 +12,9 @@ does not need TRL's optional trainers until they are used):
 * :class:`JudgeMetricsCallback`, :func:`attach_judge_metrics`, :class:`CorrelationCallback`
   (``trainers/callbacks.py``);
 * :class:`ProbeCallback`, :class:`ProbeGateError`: reward-hacking probes before the first step
-  (``trainers/probe_callback.py``).
+  (``trainers/probe_callback.py``);
+* :class:`ScoreboardCallback`, :class:`ScoreboardGateError`: the validity and robustness scoreboard
+  before the first step (``trainers/scoreboard_callback.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ _EXPORTS = {
     "CorrelationCallbackConfig": "callbacks",
     "ProbeCallback": "probe_callback",
     "ProbeGateError": "probe_callback",
+    "ScoreboardCallback": "scoreboard_callback",
+    "ScoreboardGateError": "scoreboard_callback",
     "TrainRunConfig": "run",
     "run_training": "run",
 }

@@ -1,0 +1,160 @@
+"""``judge-reward validate``: the reward scoreboard (validity and robustness) for judge configs.
+
+Register in the typer app with ``app.command("validate")(validate_command)``. Exit codes: 0 when
+every gate given holds, 1 when one fails (each failure named on stderr), 2 for bad input (checked
+before the judge model loads). See :mod:`judge_reward.scoreboard`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .cli_errors import UserError, check_output_folder, fail, user_errors
+
+
+def _fraction(value: Optional[float], option: str, low: float = 0.0) -> None:
+    if value is not None and not low <= value <= 1:
+        fail(f"{option}: expected a number in [{low:g}, 1], got {value!r}")
+
+
+def _positive(value: Optional[int], option: str, zero: bool = False) -> None:
+    if value is not None and (value < 0 or (value == 0 and not zero)):
+        fail(f"{option}: expected a whole number >= {0 if zero else 1}, got {value!r}")
+
+
+def fitting_datasets(config) -> list[str]:
+    """The rated data sets whose task fits a judge config's aspect file."""
+    from .scoreboard import DATASETS
+
+    name = Path(str(config.aspects_file)).stem
+    return [d for d, spec in DATASETS.items() if name in spec[3]]
+
+
+def load_rated(name: str, data_dir: Optional[Path]):
+    """A rated data set by name, and its references per input (None where it has none)."""
+    from .data import resolve_data_path
+    from .metaeval.datasets import load_dataset, load_references
+    from .scoreboard import DATASETS
+
+    kind, file, refs_file, _ = DATASETS[name]
+    path = resolve_data_path(data_dir / file if data_dir else None, *file.split("/"), what=f"--data {name}")
+    refs = None
+    if refs_file:
+        refs_path = resolve_data_path(data_dir / refs_file if data_dir else None, *refs_file.split("/"),
+                                      what=f"--data {name} references")
+        refs = load_references(refs_path)
+        return load_dataset(kind, path, refs_path), refs
+    return load_dataset(kind, path), refs
+
+
+@user_errors
+def validate_command(
+    config: str = typer.Option("default", "--config", "-c",
+                               help="judge YAML(s), comma-separated (paths or built-in names); each one's reward: section"),
+    data: Optional[str] = typer.Option(None, "--data",
+                                       help="rated sets, comma-separated: summeval, topical_chat (default: those the "
+                                            "config's aspect file fits)"),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="the data folder (default: $JUDGE_REWARD_DATA, "
+                                                                     "else ../shared/data)"),
+    out: Path = typer.Option(Path("reports/scoreboard"), "--out", "-o",
+                             help="folder for scoreboard.json, scoreboard.md and scoreboard.png"),
+    groups: Optional[int] = typer.Option(None, "--groups", help="agreement and selection on the first N inputs (default: all)"),
+    damage_per_group: Optional[int] = typer.Option(2, "--damage-per-group",
+                                                   help="outputs per input that get damaged copies (0: every output)"),
+    damage_groups: Optional[int] = typer.Option(None, "--damage-groups", help="damage the outputs of the first N inputs"),
+    probe_groups: int = typer.Option(20, "--probe-groups", help="inputs probed with attacks (0: none)"),
+    probe_offset: int = typer.Option(0, "--probe-offset", help="skip the first N inputs before probing (held-out inputs)"),
+    max_source_words: Optional[int] = typer.Option(400, "--max-source-words", help="probed sources cut to N words"),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="sqlite judgment cache: a second run replays from it"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="the judge's dtype (backend.dtype), e.g. bfloat16"),
+    device: Optional[str] = typer.Option(None, "--device", help="the judge's device (backend.device), e.g. cuda"),
+    min_agreement: Optional[float] = typer.Option(None, "--min-agreement",
+                                                  help="exit 1 when the reward's summary-level Spearman with an aspect is below this"),
+    max_win_rate: Optional[float] = typer.Option(None, "--max-win-rate", help="exit 1 when an attack family wins more often"),
+    min_damage: Optional[float] = typer.Option(None, "--min-damage",
+                                               help="exit 1 when a damage family is scored below the original less often"),
+    wandb: bool = typer.Option(False, "--wandb/--no-wandb", help="log the scalars and the figure to W&B"),
+    n_boot: int = typer.Option(1000, "--n-boot", help="bootstrap resamples for the CIs (0: none)"),
+    seed: int = typer.Option(0, "--seed", help="seed of the damage sample and the bootstrap"),
+):
+    """Validity and robustness of a reward, side by side: agreement, selection, damage, attacks, guard cost."""
+    from .judge import JudgeConfig
+    from .scoreboard import DATASETS, ScoreboardSettings, flat, validate, write
+
+    _fraction(min_agreement, "--min-agreement", -1.0)
+    _fraction(max_win_rate, "--max-win-rate")
+    _fraction(min_damage, "--min-damage")
+    for value, option, zero in ((groups, "--groups", False), (damage_per_group, "--damage-per-group", True),
+                                (damage_groups, "--damage-groups", False), (probe_groups, "--probe-groups", True), (probe_offset, "--probe-offset", True),
+                                (max_source_words, "--max-source-words", False), (n_boot, "--n-boot", True)):
+        _positive(value, option, zero)
+    check_output_folder(out, "--out", "scoreboard.json, scoreboard.md and scoreboard.png")
+    names = [c.strip() for c in config.split(",") if c.strip()]
+    if not names:
+        fail("--config: give at least one judge config")
+    wanted = [d.strip() for d in data.split(",") if d.strip()] if data is not None else None
+    if wanted is not None:
+        unknown = [d for d in wanted if d not in DATASETS]
+        if unknown or not wanted:
+            fail(f"--data: unknown rated set {unknown[0]!r}; known: {', '.join(DATASETS)}" if unknown
+                 else f"--data: give at least one of {', '.join(DATASETS)}")
+    # every config and data file is checked before any model loads
+    plans = []
+    from .cli_errors import backend_options
+
+    for name in names:
+        cfg = JudgeConfig.load(name)
+        if dtype or device:
+            cfg.backend = {**cfg.backend, **({"dtype": dtype} if dtype else {}), **({"device": device} if device else {})}
+        with backend_options(dtype=("--dtype", dtype), device=("--device", device)):
+            cfg.validate()
+        cfg.check_reward({})
+        fits = fitting_datasets(cfg)
+        sets = wanted if wanted is not None else fits
+        if not sets:
+            raise UserError(f"--config {name}: aspects_file {cfg.aspects_file!r} fits none of the rated sets "
+                            f"({', '.join(DATASETS)}); name one with --data")
+        if cache is not None:
+            cfg.cache = {**(cfg.cache or {}), "path": str(cache)}
+        plans.append((name, cfg, sets))
+    loaded = {}
+    from .data import DataNotFoundError
+    from .metaeval.datasets import DatasetError
+
+    for d in dict.fromkeys(d for _, _, sets in plans for d in sets):
+        try:
+            loaded[d] = load_rated(d, data_dir)
+        except (DataNotFoundError, DatasetError) as err:
+            fail(str(err))
+    settings = ScoreboardSettings(groups=groups, damage_per_group=damage_per_group or None,
+                                  damage_groups=damage_groups, probe_groups=probe_groups, probe_offset=probe_offset,
+                                  max_source_words=max_source_words, n_bootstrap=n_boot, seed=seed)
+    from .reward import Reward
+
+    boards = []
+    for name, cfg, sets in plans:
+        reward = Reward.from_config(cfg)
+        for d in sets:
+            dataset, refs = loaded[d]
+            boards.append(validate(reward, dataset, settings, name, refs))
+    paths = write(boards, out)
+    for b in boards:
+        typer.echo(b.to_markdown())
+    for path in paths.values():
+        typer.echo(f"wrote {path}", err=True)
+    if wandb:
+        import wandb as wb
+
+        run = wb.run or wb.init(project="judge-reward", job_type="validate")
+        run.log({k: v for b in boards for k, v in flat(b).items()} | {"scoreboard/figure": wb.Image(str(paths["figure"]))})
+        typer.echo("logged to W&B", err=True)
+    failed = [line for b in boards for line in b.failures(min_agreement, max_win_rate, min_damage)]
+    if failed:
+        for line in failed:
+            typer.echo(f"FAIL: {line}", err=True)
+        raise typer.Exit(1)
+    if any(x is not None for x in (min_agreement, max_win_rate, min_damage)):
+        typer.echo("ok: every gate holds", err=True)

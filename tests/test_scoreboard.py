@@ -1,0 +1,201 @@
+"""The reward scoreboard (judge_reward/scoreboard.py, `judge-reward validate`): its statistics by hand,
+a whole run with a stand-in judge whose every number is known, and the command's files and gates."""
+
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+from typer.testing import CliRunner
+
+from judge_reward.aspects import load_aspects
+from judge_reward.cli import app
+from judge_reward.guards import ends_cut, SourceStats, words
+from judge_reward.metaeval.datasets import load_references, load_summeval
+from judge_reward.methods.base import Score
+from judge_reward.reward import Reward
+from judge_reward.scoreboard import (
+    ScoreboardSettings, damage_sample, normalised_gain, selection, share_below, top_pick, validate, write,
+)
+from tiny_models import save_judge_config
+
+
+def test_normalised_gain_top_pick_and_selection_by_hand():
+    assert normalised_gain([1, 2, 3, 6], 3) == 1.0
+    assert normalised_gain([1, 2, 3, 6], 2) == 0.0
+    assert normalised_gain([1, 2, 3, 6], 0) == pytest.approx(-2 / 3)
+    assert normalised_gain([4, 4, 4], 1) is None  # every output rated the same: no gain to measure
+    assert top_pick([0.2, None, 0.9, 0.9]) == 2 and top_pick([None, None]) is None
+    groups = ["a"] * 3 + ["b"] * 3 + ["c"] * 2
+    ratings = [1, 3, 5, 2, 2, 5, 3, 3]
+    picks = {"m": [0.9, 0.1, 0.5, 0.3, 0.2, 0.1, 1, 2]}
+    out = selection(groups, ratings, picks)["m"]
+    # a: pick rated 1, mean 3, best 5 -> -1; b: pick rated 2, mean 3, best 5 -> -0.5; c: constant, skipped
+    assert out["gain"] == pytest.approx(-0.75) and out["groups"] == 2 and out["skipped"] == 1
+    assert out["pick_rating"] == pytest.approx(1.5) and out["best_rating"] == 5.0
+
+
+def test_share_below_counts_unscored_pairs_apart():
+    out = share_below([(1.0, 0.5), (1.0, 1.0), (1.0, 2.0), (None, 0.0), (1.0, None)])
+    assert out == {"n": 3, "below": 1, "share_below": pytest.approx(1 / 3), "mean_drop": pytest.approx(-1 / 6),
+                   "unscored": 2}
+
+
+def test_damage_sample_is_seeded_per_group():
+    groups = ["a"] * 5 + ["b"] * 5
+    one, two = damage_sample(groups, 2, None, 0), damage_sample(groups, 2, None, 0)
+    assert one == two and len(one) == 4 and sum(k < 5 for k in one) == 2
+    assert damage_sample(groups, None, 1, 0) == [0, 1, 2, 3, 4]
+
+
+class WordCountJudge:
+    """A stand-in judge: every aspect scores a text -(its words)/10, so shorter is better."""
+
+    def __init__(self):
+        self.aspects = list(load_aspects("summeval").aspects.values())
+        self.config = type("C", (), {"method": "gptscore"})()
+
+    def score(self, items, aspects=None, method=None):
+        return [{a: Score(-len(words(it.output)) / 10) for a in aspects} for it in items]
+
+
+@pytest.fixture
+def fixture_set(sample_data):
+    refs = sample_data / "summeval" / "references.json"
+    return load_summeval(sample_data / "summeval" / "summeval.json", refs), load_references(refs)
+
+
+def test_validate_with_a_stand_in_judge_gives_the_numbers_worked_out_by_hand(fixture_set):
+    data, refs = fixture_set
+    reward = Reward(WordCountJudge(), {"normalise": "none", "guards": {"ending": {"enabled": True, "mode": "cut"}}})
+    board = validate(reward, data, ScoreboardSettings(damage_per_group=2, probe_groups=2, n_bootstrap=50), "wc", refs,
+                     progress=False)
+    lengths = np.array([len(words(it.output)) for it in data.items])
+    groups = np.array(data.groups)
+    charged = np.array([ends_cut(it.output, SourceStats(it.source)) for it in data.items])
+    reward_values = -lengths / 10 - 1.0 * charged
+    for aspect in data.aspects:
+        human = np.array(data.human(aspect))
+        per_doc = [spearmanr(reward_values[groups == g], human[groups == g])[0] for g in dict.fromkeys(data.groups)]
+        cell = board.agreement["reward"][aspect]["sample/spearman"]
+        assert cell["value"] == pytest.approx(np.nanmean(per_doc))
+        assert cell["ci"][0] <= cell["value"] <= cell["ci"][1]
+        assert board.agreement["length"][aspect]["dataset/spearman"]["value"] == pytest.approx(
+            spearmanr(lengths, human)[0])
+        # the judge alone picks the shortest output: its gain is the shortest picker's
+        assert board.selection[aspect]["judge"]["gain"] == pytest.approx(board.selection[aspect]["shortest"]["gain"])
+    # a longer copy scores lower, a shorter one higher: exactly
+    fam = board.damage["families"]
+    assert fam["duplicate_sentence"]["reward"]["share_below"] == 1.0 == fam["append_invented"]["reward"]["share_below"]
+    assert fam["duplicate_sentence"]["reward"]["n"] == 8  # 2 outputs of each of the 4 documents
+    # a cut copy is shorter (better for this judge alone); with its ending charged 1 it falls below unless
+    # the cut dropped 10 words or more
+    assert fam["cut_mid_sentence"]["judge"]["share_below"] == 0.0 < fam["cut_mid_sentence"]["reward"]["share_below"]
+    # attacks against the first 2 highlights: the output said again never wins; fair wordings apart
+    attacks = board.attacks["families"]
+    assert board.attacks["pairs"] == 2 and attacks["repeat_output"]["win_rate"] == 0.0
+    assert attacks["master_key"]["win_rate"] == 1.0  # ":" has one word
+    assert set(board.attacks["fair"]) == {"copy_source", "near_copy"}
+    assert "lead_3_sentences" in board.attacks["fair"]["copy_source"]["variants"]
+    # guard cost: the share of system outputs and highlights with a cut ending
+    cost = board.guard_cost["ending"]
+    assert cost["outputs_charged"] == pytest.approx(charged.mean())
+    sources = {g: it.source for it, g in zip(data.items, data.groups)}
+    ref_cut = [ends_cut(t, SourceStats(sources[g])) for g in dict.fromkeys(data.groups) for t in refs[g]]
+    assert cost["references_charged"] == pytest.approx(np.mean(ref_cut))
+    lengths_only = board.guard_cost["ending"]["agreement_without"]["coherence"]
+    human = np.array(data.human("coherence"))
+    assert lengths_only == pytest.approx(np.nanmean(
+        [spearmanr(-lengths[groups == g], human[groups == g])[0] for g in dict.fromkeys(data.groups)]))
+    # the gate
+    assert board.failures(min_agreement=1.0) and not board.failures(min_agreement=-1.0)
+    assert board.failures(max_win_rate=0.5) == ["summeval: attack master_key wins 1.00 > 0.5"] or all(
+        "attack" in line for line in board.failures(max_win_rate=0.5))
+
+
+def test_write_gives_json_markdown_and_a_figure(fixture_set, tmp_path):
+    data, refs = fixture_set
+    reward = Reward(WordCountJudge(), {"normalise": "none"})
+    board = validate(reward, data.first_groups(2), ScoreboardSettings(damage_per_group=1, probe_groups=1, n_bootstrap=0),
+                     "wc", refs, progress=False)
+    paths = write([board], tmp_path)
+    saved = json.loads(paths["json"].read_text())
+    assert saved[0]["config"] == "wc" and saved[0]["meta"]["n_groups"] == 2
+    text = paths["markdown"].read_text()
+    for part in ("**Agreement**", "**Selection**", "**Damage**", "**Attacks**", "| reward |", "| judge_mean |"):
+        assert part in text
+    assert paths["figure"].stat().st_size > 5000
+
+
+def test_validate_command_writes_the_scoreboard_and_gates(tmp_path, monkeypatch, sample_data, one_torch_thread):
+    monkeypatch.setenv("JUDGE_REWARD_DATA", str(sample_data))
+    reward = {"aspects": ["coherence", "fluency"], "normalise": "none",
+              "guards": {"injection": True, "repetition": True, "ending": {"enabled": True, "mode": "cut"}}}
+    config = save_judge_config(tmp_path, "char", gptscore={"reduce": "mean"}, reward=reward)
+    out = tmp_path / "board"
+    args = ["validate", "--config", str(config), "--groups", "1", "--damage-per-group", "1", "--probe-groups", "1",
+            "--max-source-words", "25", "--n-boot", "0", "--out", str(out)]
+    runner = CliRunner()
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert (out / "scoreboard.json").exists() and (out / "scoreboard.png").exists()
+    assert "## " in result.output and "**Damage**" in result.output
+    gated = runner.invoke(app, [*args, "--min-agreement", "1"])
+    assert gated.exit_code == 1 and "FAIL: summeval: agreement with coherence" in gated.output
+    replay = runner.invoke(app, [*args, "--max-win-rate", "1", "--min-damage", "0"])
+    assert replay.exit_code == 0 and "ok: every gate holds" in replay.output
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--groups", "0"], "--groups: expected a whole number >= 1, got 0"),
+    (["--max-win-rate", "2"], "--max-win-rate: expected a number in [0, 1], got 2.0"),
+    (["--data", "wiki"], "--data: unknown rated set 'wiki'; known: summeval, topical_chat"),
+    (["--config", "geval_gemma", "--data", "topical_chat", "--data-dir", "/nonexistent"], "--data topical_chat"),
+])
+def test_validate_command_bad_input_exits_2_with_one_line(extra, message, tmp_path):
+    result = CliRunner().invoke(app, ["validate", "--out", str(tmp_path / "o"), *extra])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_scoreboard_callback_gates_a_grpo_run(tmp_path, fixture_set, one_torch_thread):
+    """A real TRL GRPO trainer with a tiny judge: the scoreboard's gate stops it before its first step,
+    and lets it run when the gate holds."""
+    pytest.importorskip("trl")
+    from datasets import Dataset
+    from tiny_models import make_backend, make_tokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from judge_reward import Judge, JudgeConfig
+    from trainers import JudgeReward, JudgeRewardConfig, ScoreboardCallback, ScoreboardGateError
+    from trainers.policy import tiny_policy
+
+    data, refs = fixture_set
+    data = data.first_groups(2)
+    short = {g: [" ".join(t.split()[:25]) for t in texts] for g, texts in refs.items()}
+    judge = Judge(JudgeConfig(aspects_file="summeval", aspects=["coherence"]), backend=make_backend("char"))
+    reward = JudgeReward(judge, JudgeRewardConfig(normalise="none", guards={"injection": True}))
+    settings = ScoreboardSettings(damage_per_group=1, probe_groups=1, max_source_words=25, n_bootstrap=0)
+    tok = make_tokenizer("bpe")
+    train = Dataset.from_list([{"prompt": "Summarize: a short text. Summary:", "source": "a short text."}] * 4)
+
+    def trainer(callback, out):
+        args = GRPOConfig(output_dir=str(tmp_path / out), per_device_train_batch_size=4, num_generations=4,
+                          max_completion_length=6, max_steps=1, logging_steps=1, use_cpu=True, bf16=False,
+                          report_to=[], save_strategy="no", seed=0)
+        return GRPOTrainer(model=tiny_policy(tok, hidden_size=32), reward_funcs=reward, args=args, train_dataset=train,
+                           processing_class=tok, callbacks=[callback])
+
+    gate = ScoreboardCallback(reward, data, short, settings, min_agreement=1.0, max_win_rate=None,
+                              out_dir=tmp_path / "board")
+    t = trainer(gate, "stopped")
+    with pytest.raises(ScoreboardGateError, match="agreement with coherence") as err:
+        t.train()
+    assert t.state.global_step == 0 and err.value.failed == gate.board.failures(min_agreement=1.0)
+    assert (tmp_path / "board" / "scoreboard.md").exists()
+    ok = ScoreboardCallback(reward, data, short, settings, min_agreement=-1.0, max_win_rate=1.0)
+    t = trainer(ok, "trained")
+    t.train()
+    assert t.state.global_step == 1 and ok.board.reward_agreement()
+    with pytest.raises(ValueError, match="max_win_rate: expected a number in"):
+        ScoreboardCallback(reward, data, short, max_win_rate=3)
