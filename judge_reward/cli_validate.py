@@ -47,7 +47,12 @@ def load_rated(name: str, data_dir: Optional[Path]):
                                       what=f"--data {name} references")
         refs = load_references(refs_path)
         return load_dataset(kind, path, refs_path), refs
-    return load_dataset(kind, path), refs
+    dataset = load_dataset(kind, path)
+    carried = {}  # references carried by the records themselves (data-to-text)
+    for rec in dataset.records:
+        if rec.references:
+            carried.setdefault(rec.group, list(rec.references))
+    return dataset, carried or None
 
 
 @user_errors
@@ -55,7 +60,7 @@ def validate_command(
     config: str = typer.Option("default", "--config", "-c",
                                help="judge YAML(s), comma-separated (paths or built-in names); each one's reward: section"),
     data: Optional[str] = typer.Option(None, "--data",
-                                       help="rated sets, comma-separated: summeval, topical_chat (default: those the "
+                                       help="rated sets, comma-separated: summeval, topical_chat, bagel, sfres (default: those the "
                                             "config's aspect file fits)"),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="the data folder (default: $JUDGE_REWARD_DATA, "
                                                                      "else ../shared/data)"),

@@ -36,7 +36,7 @@ import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -51,6 +51,8 @@ DATASETS = {
     "summeval": ("summeval", "summeval/summeval.json", "summeval/references.json",
                  ("summeval", "gptscore_summarization")),
     "topical_chat": ("topical_chat", "topical_chat/topical_chat.json", None, ("topical_chat", "gptscore_dialogue")),
+    "bagel": ("d2t", "d2t/bagel.json", None, ("gptscore_data_to_text",)),
+    "sfres": ("d2t", "d2t/sfres.json", None, ("gptscore_data_to_text",)),
 }
 
 
@@ -168,7 +170,7 @@ def share_below(pairs: Sequence[tuple[float | None, float | None]]) -> dict:
 def judge_alone(result, weights: dict[str, float]) -> float | None:
     """The reward's starting point before any guard: the weighted mean of its normalised aspect values."""
     got = {n[len("aspect/"):]: v for n, v in result.components.items() if n.startswith("aspect/")}
-    if not got or len(got) < len(weights) and result.value is None:
+    if not got or (len(got) < len(weights) and result.value is None):  # a failed aspect: no judge value either
         return None
     mass = sum(weights[n] for n in got if n in weights)
     return sum(weights[n] * v for n, v in got.items() if n in weights) / mass if mass > 0 else None
@@ -563,7 +565,7 @@ def plot(boards: Sequence[Scoreboard], path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
     for b in boards:
         x = 1 - b.max_attack_win_rate if b.max_attack_win_rate is not None else float("nan")
         y = b.validity if b.validity is not None else float("nan")
@@ -573,8 +575,8 @@ def plot(boards: Sequence[Scoreboard], path: str | Path) -> Path:
         ax.annotate(f"{b.config} ({b.dataset})", (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
     fig.colorbar(sc, ax=ax, label="worst damage family: share scored below the original")
     ax.set_xlabel("robustness: 1 - worst attack family's win rate")
-    ax.set_ylabel("validity: reward's summary-level Spearman (mean of aspects)")
-    ax.set_xlim(-0.05, 1.05)
+    ax.set_ylabel("validity: reward's Spearman with people\n(summary level, mean of aspects)")
+    ax.set_xlim(-0.05, 1.3)
     ax.axhline(0, color="grey", lw=0.5)
     ax.set_title("Reward scoreboard")
     fig.tight_layout()
@@ -613,5 +615,3 @@ def flat(board: Scoreboard, prefix: str = "scoreboard") -> dict[str, float]:
 def from_json(raw: dict) -> Scoreboard:
     return Scoreboard(**raw)
 
-
-ProgressFn = Callable[[str], None]

@@ -149,7 +149,7 @@ def test_validate_command_writes_the_scoreboard_and_gates(tmp_path, monkeypatch,
 @pytest.mark.parametrize("extra, message", [
     (["--groups", "0"], "--groups: expected a whole number >= 1, got 0"),
     (["--max-win-rate", "2"], "--max-win-rate: expected a number in [0, 1], got 2.0"),
-    (["--data", "wiki"], "--data: unknown rated set 'wiki'; known: summeval, topical_chat"),
+    (["--data", "wiki"], "--data: unknown rated set 'wiki'; known: summeval, topical_chat, bagel, sfres"),
     (["--config", "geval_gemma", "--data", "topical_chat", "--data-dir", "/nonexistent"], "--data topical_chat"),
 ])
 def test_validate_command_bad_input_exits_2_with_one_line(extra, message, tmp_path):
@@ -199,3 +199,44 @@ def test_scoreboard_callback_gates_a_grpo_run(tmp_path, fixture_set, one_torch_t
     assert t.state.global_step == 1 and ok.board.reward_agreement()
     with pytest.raises(ValueError, match="max_win_rate: expected a number in"):
         ScoreboardCallback(reward, data, short, max_win_rate=3)
+
+
+def test_the_served_geval_config_runs_the_scoreboard_against_the_openai_protocol(tmp_path, fixture_set):
+    """`geval_served` (G-Eval for a served instruct judge) end to end over HTTP: the loopback server
+    speaks the OpenAI completions protocol with log-probabilities, as vLLM does."""
+    from judge_reward.judge import Judge, JudgeConfig
+    from judge_reward.testing.fake_openai import FakeOpenAIServer
+
+    data, refs = fixture_set
+    with FakeOpenAIServer() as server:
+        config = JudgeConfig.load("geval_served")
+        assert config.backend["kind"] == "openai" and config.method == "geval"
+        config.backend = {**config.backend, "base_url": server.base_url, "model": "fake", "timeout_s": 10.0}
+        config.aspects = ["coherence"]
+        judge = Judge(config)
+        reward = Reward(judge, {**config.reward, "aspects": ["coherence"]})
+        board = validate(reward, data.first_groups(1), ScoreboardSettings(damage_per_group=1, probe_groups=1,
+                                                                          n_bootstrap=0), "geval_served", refs,
+                         progress=False)
+    assert board.meta["reward_failures"] == {} and board.meta["n_items"] == 16
+    assert set(board.reward["guards"]) >= {"value_echo", "ending", "injection"}
+    assert all(f["reward"]["n"] >= 0 for f in board.damage["families"].values()) and board.attacks["families"]
+
+
+def test_data_to_text_loader_groups_by_meaning_representation_and_names_bad_records(tmp_path):
+    from judge_reward.metaeval.datasets import DatasetError, load_d2t
+
+    mr = "inform(name='X',area=riverside)"
+    rows = [{"id": k, "source": mr if k < 2 else "inform(name='Y')", "system_output": f"X is by the river {k} .",
+             "references": ["X is on the riverside .", "X is near the river ."],
+             "scores": {"informativeness": 4 + k, "naturalness": 5.5, "quality": 3}} for k in range(3)]
+    path = tmp_path / "bagel.json"
+    path.write_text(json.dumps(rows))
+    data = load_d2t(path)
+    assert data.name == "bagel" and data.groups == ["mr0", "mr0", "mr1"] and data.systems == ["out1", "out2", "out1"]
+    assert data.records[0].item.source == mr and data.records[0].references == tuple(rows[0]["references"])
+    assert data.human("informativeness") == [4.0, 5.0, 6.0]
+    rows[1]["references"] = []
+    path.write_text(json.dumps(rows))
+    with pytest.raises(DatasetError, match=r"bagel.json.*references: expected a non-empty list of texts"):
+        load_d2t(path)

@@ -247,6 +247,39 @@ def load_topical_chat(path: str | Path, aspects: Sequence[str] = TOPICAL_CHAT_AS
     return MetaEvalDataset("topical_chat", records, tuple(aspects), str(path))
 
 
+# --- data-to-text (BAGEL, SFRES) ------------------------------------------------------------
+
+D2T_ASPECTS = ("informativeness", "naturalness", "quality")
+
+
+def load_d2t(path: str | Path, aspects: Sequence[str] = D2T_ASPECTS) -> MetaEvalDataset:
+    """BAGEL or SFRES as unified by BARTScore: a meaning representation (``source``) -> a system's
+    sentence (``system_output``), rated 1-6, with the act's human references (``references``).
+
+    Items are ``Item(output, source=<meaning representation>, reference=<first reference>)``; the
+    group is the meaning representation (``mr<k>`` by order of appearance), so per-input statistics
+    (selection) compare the outputs written for the same act; every record carries all references.
+    """
+    path = Path(path)
+    names: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    records = []
+    for i, raw in enumerate(_read_json_list(path)):
+        where = _where(path, i)
+        rec = _record(raw, where)
+        source = _text_field(rec, "source", where)
+        refs = rec.get("references")
+        if not isinstance(refs, list) or not refs or not all(isinstance(r, str) and r.strip() for r in refs):
+            raise DatasetError(f"{where}: references: expected a non-empty list of texts, got {refs!r:.80}")
+        group = names.setdefault(source, f"mr{len(names)}")
+        seen[group] = seen.get(group, 0) + 1
+        system = f"out{seen[group]}"
+        item = Item(output=_text_field(rec, "system_output", where), source=source, reference=refs[0],
+                    id=f"{group}/{rec.get('id', i)}")
+        records.append(HumanRatedItem(item, _scores(rec, aspects, where), group, system, tuple(refs)))
+    return MetaEvalDataset(path.stem, records, tuple(aspects), str(path))
+
+
 # --- generic JSONL / CSV --------------------------------------------------------------------
 
 
@@ -364,7 +397,7 @@ def load_csv(path: str | Path, fmt: TableFormat = TableFormat()) -> MetaEvalData
     return MetaEvalDataset(path.stem, records, tuple(columns), str(path))
 
 
-LOADERS = ("summeval", "topical_chat", "jsonl", "csv")
+LOADERS = ("summeval", "topical_chat", "d2t", "jsonl", "csv")
 
 
 def load_dataset(
@@ -380,6 +413,8 @@ def load_dataset(
         raise DatasetError(f"--references is only read for summeval, not {kind!r}")
     if kind == "topical_chat":
         return load_topical_chat(path)
+    if kind == "d2t":
+        return load_d2t(path)
     if kind == "jsonl":
         return load_jsonl(path, fmt)
     if kind == "csv":
