@@ -211,6 +211,8 @@ def williams_test(metric_a, metric_b, human) -> WilliamsResult:
     keep = ~(np.isnan(a) | np.isnan(b) | np.isnan(h))
     a, b, h = a[keep], b[keep], h[keep]
     r_a, r_b, r_ab = correlate(a, h, "pearson"), correlate(b, h, "pearson"), correlate(a, b, "pearson")
+    if abs(abs(r_ab) - 1.0) < 1e-12:  # affinely related metrics: rounding must not make the test defined
+        r_ab = math.copysign(1.0, r_ab)
     if any(math.isnan(r) for r in (r_a, r_b, r_ab)):
         return WilliamsResult(r_a, r_b, r_ab, len(a), math.nan, math.nan)
     t, p = williams_t(r_a, r_b, r_ab, len(a))
