@@ -127,7 +127,8 @@ def test_write_gives_json_markdown_and_a_figure(fixture_set, tmp_path):
     assert paths["figure"].stat().st_size > 5000
 
 
-def test_validate_command_writes_the_scoreboard_and_gates(tmp_path, monkeypatch, sample_data, one_torch_thread):
+def test_validate_command_writes_the_scoreboard_and_gates(tmp_path, monkeypatch, sample_data, one_torch_thread,
+                                                          offline_wandb):
     monkeypatch.setenv("JUDGE_REWARD_DATA", str(sample_data))
     reward = {"aspects": ["coherence", "fluency"], "normalise": "none",
               "guards": {"injection": True, "repetition": True, "ending": {"enabled": True, "mode": "cut"}}}
@@ -142,8 +143,12 @@ def test_validate_command_writes_the_scoreboard_and_gates(tmp_path, monkeypatch,
     assert "## " in result.output and "**Damage**" in result.output
     gated = runner.invoke(app, [*args, "--min-agreement", "1"])
     assert gated.exit_code == 1 and "FAIL: summeval: agreement with coherence" in gated.output
-    replay = runner.invoke(app, [*args, "--max-win-rate", "1", "--min-damage", "0"])
-    assert replay.exit_code == 0 and "ok: every gate holds" in replay.output
+    replay = runner.invoke(app, [*args, "--max-win-rate", "1", "--min-damage", "0", "--wandb"])
+    assert replay.exit_code == 0 and "ok: every gate holds" in replay.output and "logged to W&B" in replay.output
+    from judge_reward.wandb_offline import finish_run, read_history
+
+    history = read_history(finish_run())
+    assert any("scoreboard/summeval/agreement/coherence" in row for row in history), [sorted(r) for r in history]
 
 
 @pytest.mark.parametrize("extra, message", [
