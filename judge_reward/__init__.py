@@ -5,9 +5,12 @@ from .judge import Judge, JudgeConfig
 from .methods.base import Item, Score
 from .methods.geval import GEval, GEvalConfig
 from .methods.gptscore import GPTScore, GPTScoreConfig
+from .reward import Reward, RewardConfig
+from .scoreboard import Scoreboard, ScoreboardSettings, validate
 
 __all__ = [
     "Aspect", "AspectSet", "ConfigError", "GEval", "GEvalConfig", "GPTScore", "GPTScoreConfig",
-    "Item", "Judge", "JudgeConfig", "Scale", "Score", "load_aspects",
+    "Item", "Judge", "JudgeConfig", "Reward", "RewardConfig", "Scale", "Score", "Scoreboard", "ScoreboardSettings",
+    "load_aspects", "validate",
 ]
 __version__ = "0.1.0"
