@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from .cli_errors import UserError, check_output_folder, fail, user_errors
+from .cli_errors import UserError, backend_options, check_output_folder, fail, user_errors
 
 
 def _fraction(value: Optional[float], option: str, low: float = 0.0) -> None:
@@ -108,8 +108,6 @@ def validate_command(
                  else f"--data: give at least one of {', '.join(DATASETS)}")
     # every config and data file is checked before any model loads
     plans = []
-    from .cli_errors import backend_options
-
     for name in names:
         cfg = JudgeConfig.load(name)
         if dtype or device:

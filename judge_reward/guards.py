@@ -18,6 +18,7 @@ separates words, any task and any aspect file; none is tuned to a probe's wordin
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections import Counter
@@ -1121,10 +1122,15 @@ class SourceStats:
         self.match_positions = word_positions(self.match_keys)
         self.content_keys = content_words(self.match_keys, NEAR_COPY_MIN_CHARS, True)
         self.content_positions = word_positions(self.content_keys)
-        found = list(WORD.finditer(source.lower()))
-        # word indices after which a sentence ends (the next word comes after ". ! ?")
-        self.sentence_final = {k for k, m in enumerate(found)
-                               if re.search(r"[.!?]", source[m.end():found[k + 1].start() if k + 1 < len(found) else None])}
+        self._source = source
+
+    @functools.cached_property
+    def sentence_final(self) -> set[int]:
+        """Word indices after which a sentence ends (the next word comes after ". ! ?"); computed on
+        first use, by the ending guard's cut mode only."""
+        found = list(WORD.finditer(self._source.lower()))
+        return {k for k, m in enumerate(found)
+                if re.search(r"[.!?]", self._source[m.end():found[k + 1].start() if k + 1 < len(found) else None])}
 
     def stops_mid_sentence(self, text_words: Sequence[str], k: int = 4) -> bool:
         """Whether the last ``k`` words of a text follow the source word for word and, wherever they

@@ -40,7 +40,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .guards import SourceStats, apply_guards, words
+from .guards import words
 from .methods.base import Item
 
 SELECTORS = ("reward", "judge", "longest", "shortest")
@@ -126,9 +126,7 @@ def selection(groups: Sequence[str], ratings: Sequence[float], pickers: dict[str
     >>> out["m"]["gain"], out["m"]["groups"]
     (0.0, 2)
     """
-    by_group: dict[str, list[int]] = {}
-    for k, g in enumerate(groups):
-        by_group.setdefault(g, []).append(k)
+    by_group = _indices_by_group(groups)
     out = {}
     for name, values in pickers.items():
         gains, picked, means, bests, skipped = [], [], [], [], 0
@@ -253,6 +251,14 @@ def _group_order(groups: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(groups))
 
 
+def _indices_by_group(groups: Sequence[str]) -> dict[str, list[int]]:
+    """Group -> the indices of its items, groups in first-seen order."""
+    by_group: dict[str, list[int]] = {}
+    for k, g in enumerate(groups):
+        by_group.setdefault(g, []).append(k)
+    return by_group
+
+
 def _progress(total: int, desc: str, enabled: bool):
     from tqdm.auto import tqdm
 
@@ -359,9 +365,7 @@ def validate(reward, dataset, settings: ScoreboardSettings = ScoreboardSettings(
 def damage_sample(groups: Sequence[str], per_group: Optional[int], first_groups: Optional[int], seed: int) -> list[int]:
     """Indices of the outputs that get damaged copies: ``per_group`` per input (seeded), in the first
     ``first_groups`` inputs."""
-    by_group: dict[str, list[int]] = {}
-    for k, g in enumerate(groups):
-        by_group.setdefault(g, []).append(k)
+    by_group = _indices_by_group(groups)
     chosen = []
     rng = random.Random(seed)
     for g in list(by_group)[:first_groups]:
@@ -462,24 +466,27 @@ def _guard_cost(reward, items, results, human, groups, references, settings: Sco
     Spearman with each aspect with and without its charge."""
     from .metaeval.significance import GroupedData
 
-    enabled = [g for g in reward.guards.enabled]
-    # the human references (text guards only: they are not judged here)
-    ref_items = []
-    if references:
-        by_group = {}
-        for it, g in zip(items, groups):
-            by_group.setdefault(g, it.source)
-        ref_items = [Item(text, by_group[g]) for g in _group_order(groups) for text in references.get(g, ())]
+    # the human references: the text guards only (the references are not judged here)
     ref_reports = []
-    if ref_items:
-        judged, removed = reward.prepare(ref_items)
-        stats: dict[str, SourceStats] = {}
-        for it, spans in zip(judged, removed):
-            src = stats.get(it.source) or stats.setdefault(it.source, SourceStats(it.source))
-            ref_reports.append(apply_guards(reward.guards, it.output, src, len(spans)))
-    out = {}
+    if references:
+        sources = {}
+        for it, g in zip(items, groups):
+            sources.setdefault(g, it.source)
+        ref_items = [Item(text, sources[g]) for g in sources for text in references.get(g, ())]
+        if ref_items:
+            ref_reports = reward.guard_reports(*reward.prepare(ref_items))
     order = _group_order(groups)
-    for g in enabled:
+
+    def agreement(values) -> dict[str, float | None]:
+        out = {}
+        for a, h in human.items():
+            gd = GroupedData([np.nan if v is None else v for v in values], h, groups, None, order)
+            out[a] = _clean(gd.statistic("sample", "spearman", per_group=gd.per_group("spearman")))
+        return out
+
+    with_all = agreement([r.value for r in results])  # the reward as it is: the same for every guard
+    out = {}
+    for g in reward.guards.enabled:
         pen = [r.components.get(f"guard/{g}") for r in results]
         charged = [p for p in pen if p is not None and p > 1e-12]
         row = {"outputs_charged": len(charged) / len(items) if items else None,
@@ -491,11 +498,7 @@ def _guard_cost(reward, items, results, human, groups, references, settings: Sco
             row["references_charged"] = None  # a guard that reads the judge's tokens: references not judged
         # rounded: adding a charge back must not break a tie that rounding error made
         without = [round(r.value + (p or 0.0), 12) if r.value is not None else None for r, p in zip(results, pen)]
-        row["agreement_with"], row["agreement_without"] = {}, {}
-        for a, h in human.items():
-            for name, vals in (("agreement_with", [r.value for r in results]), ("agreement_without", without)):
-                gd = GroupedData([np.nan if v is None else v for v in vals], h, groups, None, order)
-                row[name][a] = _clean(gd.statistic("sample", "spearman", per_group=gd.per_group("spearman")))
+        row["agreement_with"], row["agreement_without"] = with_all, agreement(without)
         out[g] = row
     if ref_reports:
         out["_references"] = len(ref_reports)
