@@ -248,6 +248,12 @@ def ends_cut(text: str, source: "SourceStats | None" = None) -> bool:
     return bool(last) and (last[-1] in OPEN_ENDINGS or (source is not None and source.stops_mid_sentence(last)))
 
 
+def needs_sentence_end(text: str) -> bool:
+    """Whether ``ending.mode: judge`` asks the judge about this text: it has no terminal punctuation
+    and no text rule already calls it cut (:func:`ends_cut` without a source)."""
+    return bool(text.strip()) and not ends_complete(text) and not ends_cut(text)
+
+
 def ends_complete(text: str) -> bool:
     """Whether the text ends as a finished sentence does: ``. ! ?``, maybe followed by closing quotes
     or brackets (``... 'ludicrous.'``, ``... ludicrous . '``). A closing quote or bracket alone is
@@ -702,15 +708,25 @@ class EndingGuard(Section):
     possessive: ``... had another dig at``), a trailing comma, colon, dash or opening bracket, or last
     words copied from a source sentence that goes on after them (a pasted passage cut by a token limit).
     Some honest outputs end without a full stop (4-7% of SummEval's system outputs and human
-    highlights); ``mode: punctuation`` charges those too."""
+    highlights); ``mode: punctuation`` charges those too.
+
+    ``mode: judge`` asks the judge instead of the source: an output without terminal punctuation
+    whose last word can close a sentence is charged when the judge gives a sentence end right after
+    it a probability under ``end_probability`` (:meth:`judge_reward.Judge.sentence_end`, one
+    next-token request per such output, GPTScore judges); the trailing marks and the words that
+    cannot close a sentence are charged as in ``cut``. A system that trims a copied sentence's tail
+    (``... sold for $ 137,000 at auction on saturday``) is not charged; a summary cut where no
+    sentence stops (``... was rescued by his parents before emergency``) is."""
 
     section_path: ClassVar[str] = "reward.guards.ending"
 
     enabled: bool = False
     weight: Weight = 1.0
-    mode: Literal["punctuation", "cut"] = "punctuation"
+    mode: Literal["punctuation", "cut", "judge"] = "punctuation"
     unfinished_weight: Weight = 0.0
-    """With ``mode: cut``: what an ending with no terminal punctuation that is not cut pays."""
+    """With ``mode: cut`` or ``judge``: what an ending with no terminal punctuation that is not cut pays."""
+    end_probability: Fraction = 0.02
+    """With ``mode: judge``: below this probability of a sentence end after the output, it is cut."""
 
 
 @dataclass
@@ -1104,6 +1120,8 @@ class GuardReport:
 
     penalties: dict[str, float] = field(default_factory=dict)
     measured: dict[str, dict] = field(default_factory=dict)
+    failure: str | None = None
+    """Set when a guard that asks the judge could not get its answer: the reward is then ``None``."""
 
     @property
     def total(self) -> float:
@@ -1142,8 +1160,11 @@ class SourceStats:
         return bool(ends) and not any(p in self.sentence_final for p in ends)
 
 
-def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, removed_spans: int = 0) -> GuardReport:
-    """Measure ``output`` (already neutralised) against ``source`` with every enabled penalty guard."""
+def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, removed_spans: int = 0,
+                 sentence_end: float | None = None) -> GuardReport:
+    """Measure ``output`` (already neutralised) against ``source`` with every enabled penalty guard.
+    ``sentence_end``: the judge's probability of a sentence end after the output (``ending.mode: judge``;
+    needed only where :func:`needs_sentence_end`)."""
     report = GuardReport()
     toks = words(output)
     unsupported: tuple[float, list[str]] | None = None  # grounding's sentence verdicts, read by copy and length too
@@ -1211,7 +1232,11 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
     if config.ending.enabled:
         complete = ends_complete(output)
         g = config.ending
-        cut = not complete if g.mode == "punctuation" else ends_cut(output, source)
-        report.measured["ending"] = {"complete": complete, "cut": cut}
+        if g.mode == "judge":
+            cut = ends_cut(output) or (not complete and sentence_end is not None and sentence_end < g.end_probability)
+        else:
+            cut = not complete if g.mode == "punctuation" else ends_cut(output, source)
+        report.measured["ending"] = {"complete": complete, "cut": cut,
+                                     **({"sentence_end": sentence_end} if sentence_end is not None else {})}
         report.penalties["ending"] = g.weight if cut else (0.0 if complete else g.unfinished_weight)
     return report

@@ -230,6 +230,26 @@ class Judge(JudgeSections):
         self.seconds += time.perf_counter() - start
         return results
 
+    def sentence_end(self, items: Sequence[Item], aspect: str | None = None) -> list[Score]:
+        """GPTScore's :meth:`~judge_reward.methods.gptscore.GPTScore.sentence_end` for each item (with
+        ``aspect``'s prompt, default the first), through the judge's cache; failures are counted."""
+        items = [self._check_item(it, k) for k, it in enumerate(items)]
+        chosen = self.aspect_set.get(aspect) if aspect else self.aspects[0]
+        scorer = self.method("gptscore")
+        fingerprint = "sentence_end/" + scorer.fingerprint()
+        keys = [judgment_key(self.backend.model_id, fingerprint, chosen.content_hash(), it) for it in items]
+        results: list[Score | None] = [self.cache.get(k) for k in keys]
+        todo = [k for k, hit in enumerate(results) if hit is None]
+        if todo:
+            start = time.perf_counter()
+            for k, score in zip(todo, scorer.sentence_end(self.backend, chosen, [items[k] for k in todo])):
+                results[k] = score
+                self.cache.put(keys[k], score)
+                if score.value is None:
+                    self.failures[score.reason or "unknown"] += 1
+            self.seconds += time.perf_counter() - start
+        return results  # type: ignore[return-value]
+
     @staticmethod
     def _check_item(item: Any, index: int) -> Item:
         if isinstance(item, dict):

@@ -34,7 +34,7 @@ from .aspects import Aspect
 from .config import ConfigError, Expect, Section, Weight, build_section
 from .guards import (
     GuardReport, GuardsConfig, InjectionPatterns, SourceStats, apply_guards, copied_token_mask, copy_credit,
-    mask_values, neutralise, source_information, token_mask, unsupported_spans,
+    mask_values, needs_sentence_end, neutralise, source_information, token_mask, unsupported_spans,
 )
 from .methods.base import Item, Score
 
@@ -192,6 +192,11 @@ class Reward:
                 config.guards.copy_credit.enabled or config.guards.information.enabled)):
             raise ConfigError("uncopied_only needs unconditional: true and a copy mask (copy_credit or information on)",
                               field="reward.guards.likelihood_floor")
+        if config.guards.ending.enabled and config.guards.ending.mode == "judge" and (
+                self.method_name != "gptscore" or any(a.task == "dialogue" for a in self.aspects)):
+            raise ConfigError(f"mode 'judge' asks a GPTScore judge how likely a sentence ends after the output; "
+                              f"got method {self.method_name!r}" + (" with dialogue aspects" if self.method_name == "gptscore" else ""),
+                              field="reward.guards.ending")
         if config.guards.value_echo.enabled and self.method_name not in FORM_METHODS:
             raise ConfigError(f"needs a method that reads its value from a form ({', '.join(FORM_METHODS)}); "
                               f"{self.method_name!r} scores the text's own likelihood, which a written number does not "
@@ -318,15 +323,31 @@ class Reward:
             return [None] * len(items)
         stats: dict[str, SourceStats] = {}
         reports = []
+        ends, end_failures = self._sentence_ends(items)
         for k, (item, spans) in enumerate(zip(items, removed)):
             source = None
             if item.source:
                 source = stats.get(item.source) or stats.setdefault(item.source, SourceStats(item.source))
-            report = apply_guards(self.guards, item.output, source, len(spans))
+            report = apply_guards(self.guards, item.output, source, len(spans), ends.get(k))
+            if k in end_failures:
+                report.failure = f"ending: the judge's sentence-end check failed: {end_failures[k]}"
             if scored is not None and source is not None and any(getattr(self.guards, n).enabled for n in TOKEN_GUARDS):
                 self._add_token_guards(report, item.output, source, scored[k])
             reports.append(report)
         return reports
+
+    def _sentence_ends(self, items: Sequence[Item]) -> tuple[dict[int, float], dict[int, str]]:
+        """``ending.mode: judge``: the judge's sentence-end probability of each item that needs one
+        (:func:`~judge_reward.guards.needs_sentence_end`), and the reasons of those it could not give."""
+        g = self.guards.ending
+        if not (g.enabled and g.mode == "judge"):
+            return {}, {}
+        ask = [k for k, item in enumerate(items) if needs_sentence_end(item.output)]
+        if not ask:
+            return {}, {}
+        got = self.judge.sentence_end([items[k] for k in ask], self.aspects[0].name)
+        ends = {k: s.value for k, s in zip(ask, got) if s.value is not None}
+        return ends, {k: s.reason or "no value" for k, s in zip(ask, got) if s.value is None}
 
     def _add_token_guards(self, report: GuardReport, output: str, source: SourceStats, scores: dict[str, Score]) -> None:
         """The guards that read each aspect's token log-probabilities, as weighted means over the
@@ -525,6 +546,7 @@ class RewardBatch:
             if k in self.masked:
                 failed = self.reward.add_value_echo(report, scores, masked_scores[k], self.masked[k][1])
             result = self.reward.combine(scores, report)
+            failed = failed or (report.failure if report is not None else None)
             if failed is not None and result.value is not None:
                 result = RewardResult(None, failed, result.components, result.scores, result.guards)
             if self.judged[k].output != self.items[k].output:

@@ -1265,3 +1265,63 @@ def test_ending_cut_mode_charges_only_endings_no_finished_sentence_has(text, cut
     assert charged == (4.0 if cut else 0.0 if complete else 0.5)
     strict = GuardsConfig.from_dict({"ending": {"enabled": True}})  # mode punctuation: any missing full stop
     assert apply_guards(strict, text, source).penalties["ending"] == (0.0 if complete else 1.0)
+
+
+def _judge_ending(backend, threshold=0.02, aspects=("coherence",)):
+    judge = Judge(JudgeConfig(aspects_file="summeval", aspects=list(aspects)), backend=backend)
+    cfg = RewardConfig.from_dict({"normalise": "none", "guards": {"ending": {
+        "enabled": True, "mode": "judge", "weight": 4.0, "end_probability": threshold}}})
+    return judge, Reward(judge, cfg)
+
+
+def test_ending_judge_mode_asks_the_judge_only_about_endings_no_text_rule_decides():
+    from judge_reward.guards import needs_sentence_end
+
+    assert not needs_sentence_end("The council shut the bridge.")  # finished
+    assert not needs_sentence_end("The council shut the")  # cut by the text rule, no question needed
+    assert needs_sentence_end("The council shut the bridge")
+    judge, never = _judge_ending(make_backend("char"), threshold=0.0)
+    _, always = _judge_ending(judge.backend, threshold=1.0)
+    always.judge = judge  # one judge and cache for both settings
+    texts = ["The council shut the bridge.", "The council shut the", "The council shut the bridge"]
+    items = [Item(t, ARTICLE) for t in texts]
+    low, high = never(items), always(items)
+    assert [r.components["guard/ending"] for r in low] == [0.0, 4.0, 0.0]
+    assert [r.components["guard/ending"] for r in high] == [0.0, 4.0, 4.0]  # any probability is under 1
+    p = low[2].guards["ending"]["sentence_end"]
+    assert 0.0 < p < 1.0 and high[2].guards["ending"]["sentence_end"] == p
+    assert "sentence_end" not in low[0].guards["ending"] and "sentence_end" not in low[1].guards["ending"]
+    assert judge.cache.hits >= 1  # the second setting read the first one's answer from the cache
+
+
+def test_ending_judge_mode_failure_is_a_none_reward_with_its_reason():
+    from trainers.testing import FaultyBackend
+
+    # only the sentence-end question fails (its prompt holds the article; a scored continuation does not)
+    backend = FaultyBackend(make_backend("char"), lambda k, text: text.rstrip().endswith("bridge") and "TL;DR" in text)
+    judge, reward = _judge_ending(backend)
+    ok, failed = reward([Item("The council shut the bridge.", ARTICLE), Item("The council shut the bridge", ARTICLE)])
+    assert ok.value is not None
+    assert failed.value is None and failed.reason.startswith("ending: the judge's sentence-end check failed: injected fault")
+    assert judge.failures["injected fault: server error"] == 1
+
+
+def test_ending_judge_mode_needs_a_gptscore_judge():
+    judge = Judge(JudgeConfig(aspects_file="summeval", aspects=["coherence"], method="geval"), backend=make_backend("char"))
+    with pytest.raises(ConfigError, match="reward.guards.ending.*GPTScore judge"):
+        Reward(judge, RewardConfig.from_dict({"guards": {"ending": {"enabled": True, "mode": "judge"}}}))
+
+
+@pytest.mark.slow
+def test_ending_judge_mode_real_judge_tells_a_cut_phrase_from_a_sentence_missing_its_stop(gemma_backend):
+    """The embedded judge, having read the article: a summary stopped inside a noun phrase ("the old
+    river") gets a far lower sentence-end probability than the same summary one word on ("the old
+    river bridge") or one that only lacks its full stop."""
+    judge = Judge(JudgeConfig(aspects_file="summeval", aspects=["coherence"]), backend=gemma_backend)
+    cut, whole, missing_stop = judge.sentence_end([
+        Item("The city council voted on Tuesday to close the old river", ARTICLE),
+        Item("The city council voted on Tuesday to close the old river bridge", ARTICLE),
+        Item("Engineers found cracked supports, so the council shut the river bridge for four months of repairs", ARTICLE),
+    ])
+    assert cut.value < 0.02 < missing_stop.value
+    assert whole.value > 5 * cut.value

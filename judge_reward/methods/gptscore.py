@@ -12,19 +12,24 @@ sum (``details["sum_logprob"]``). Directions:
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar, Literal, Sequence
 
 from typing_extensions import TypedDict
 
 from ..aspects import Aspect
-from ..backends.base import ContinuationRequest, JudgeBackend
+from ..backends.base import CandidateRequest, ContinuationRequest, JudgeBackend
 from ..config import ConfigError, Expect, Section
 from ..prompts.gptscore import LAYOUTS, build_gptscore_prompt, unconditional_context
 from .base import Item, Score, config_fingerprint
 from .common import fit_source, run_plans
 
 DIRECTIONS = ("src_hypo", "ref_hypo", "hypo_ref", "avg_f")
+SENTENCE_ENDS = (".", "!", "?", " .", "\n")
+"""What can come right after a finished sentence's last word: terminal punctuation (also written
+after a space, as tokenised corpora do) or a line break."""
 REDUCTIONS = ("mean", "sum")
 
 
@@ -156,3 +161,33 @@ class GPTScore:
             return scores  # type: ignore[return-value]
 
         return requests, finish
+
+    def sentence_end(self, backend: JudgeBackend, aspect: Aspect, items: Sequence[Item]) -> list[Score]:
+        """How likely the judge finds it that a sentence ends right after each output: the
+        probability of :data:`SENTENCE_ENDS` as the next text after the output in ``aspect``'s
+        ``src_hypo`` prompt (one next-token request per item, no generation). The judge has read the
+        source, so a passage copied from it and cut mid-sentence gets a low value, and so does a
+        text cut where no sentence can stop (``... before emergency``); a sentence that only lacks
+        its full stop (``... in front of 6,000 fans``) a high one. Values in [0, 1]."""
+        if aspect.task == "dialogue":
+            raise ValueError("sentence_end: dialogue prompts score a ' Yes' after the reply, not the reply's own ending")
+        requests, owners, scores = [], [], [None] * len(items)
+        for i, item in enumerate(items):
+            try:
+                if not item.output.strip():
+                    raise ValueError("output: empty text cannot be judged")
+                build = lambda it: build_gptscore_prompt(aspect, it.source, it.output, True, (), self.config.layout)  # noqa: E731
+                fitted, _ = fit_source(backend, item, lambda it: (lambda p: p.context + p.continuation)(build(it)))
+            except ValueError as err:
+                scores[i] = Score.failure(str(err))
+                continue
+            prompt = build(fitted)
+            requests.append(CandidateRequest(prompt.context + prompt.continuation, SENTENCE_ENDS, group=prompt.shared))
+            owners.append(i)
+        for i, res in zip(owners, backend.candidate_logprobs(requests) if requests else []):
+            if res.error is not None or res.logprobs is None:
+                scores[i] = Score.failure(res.error or "the backend returned no log-probabilities")
+                continue
+            probs = {c: math.exp(lp) for c, lp in zip(SENTENCE_ENDS, res.logprobs) if lp is not None and math.isfinite(lp)}
+            scores[i] = Score(min(1.0, sum(probs.values())), None, {"sentence_end": probs})
+        return scores  # type: ignore[return-value]

@@ -1,0 +1,147 @@
+"""Truncation and the ``ending`` guard: the text rule (``mode: cut``) against the judge's sentence-end
+check (``mode: judge``), on the same judge and data.
+
+Part 1, attacks. For SummEval's first ``--docs`` articles (the pairs ``judge-reward validate`` probes:
+the first human highlight, the source cut to 400 words), the ``truncation`` and ``copy_source`` probe
+families under ``--config`` (default: ``default``) with its ending guard as shipped and with
+``mode: judge`` at each ``--threshold``: the share of articles on which the family's best attack
+wording beats the highlight, on the first 20 articles (the ones the guards were chosen on) and on
+the rest (held out).
+
+Part 2, honest outputs. SummEval's 1,600 system outputs and its 1,100 human references: the share
+each setting charges. With ``--agreement-cache`` (a judgment cache holding the config's judge
+values for the 1,600 outputs, e.g. the scoreboard's; ``--agreement-dtype`` its dtype) also the
+reward's summary-level Spearman with the experts per aspect under each setting: the cached reward
+with the ending charge swapped for the other setting's (when the cache's dtype differs from this
+run's, the charges come from this run's judge and the rest from the cache: an estimate).
+
+    python benchmarks/ending_judge.py --docs 60 --dtype float32 --cache .cache/ending_fp32.sqlite \\
+        --agreement-cache .cache/scoreboard/default_bf16.sqlite --agreement-dtype bfloat16 --json reports/ending_judge.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+
+
+def reward_with(base, judge, ending: dict):
+    from judge_reward.reward import Reward, RewardConfig
+
+    raw = json.loads(json.dumps(base.reward))
+    raw["guards"]["ending"] = {**raw["guards"].get("ending", {}), **ending}
+    return Reward(judge, RewardConfig.from_dict(raw))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="default")
+    p.add_argument("--docs", type=int, default=60)
+    p.add_argument("--chosen", type=int, default=20, help="the first N articles are where the guards were chosen")
+    p.add_argument("--threshold", type=float, nargs="+", default=[0.01, 0.02, 0.05])
+    p.add_argument("--dtype", default=None)
+    p.add_argument("--cache", default=None)
+    p.add_argument("--agreement-cache", default=None)
+    p.add_argument("--agreement-dtype", default=None)
+    p.add_argument("--data", default=None)
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+
+    from judge_reward.cli_validate import load_rated
+    from judge_reward.guards import SourceStats, ends_complete, ends_cut, needs_sentence_end
+    from judge_reward.judge import Judge, JudgeConfig
+    from judge_reward.methods.base import Item
+    from judge_reward.probes import run_probes
+    from judge_reward.scoreboard import attack_tables, probe_pairs
+
+    start = time.perf_counter()
+    cfg = JudgeConfig.load(args.config)
+    if args.dtype:
+        cfg.backend = {**cfg.backend, "dtype": args.dtype}
+    if args.cache:
+        cfg.cache = {**(cfg.cache or {}), "path": args.cache}
+    judge = Judge(cfg)
+    shipped = dict(cfg.reward["guards"]["ending"])
+    settings = {f"shipped ({shipped.get('mode')})": {}} | {f"judge < {t:g}": {"mode": "judge", "end_probability": t}
+                                                          for t in args.threshold}
+    rewards = {name: reward_with(cfg, judge, ending) for name, ending in settings.items()}
+    dataset, refs = load_rated("summeval", Path(args.data) if args.data else None)
+    out: dict = {"settings": settings, "attacks": {}, "honest": {}}
+
+    # -- part 1: attacks ----------------------------------------------------------------------
+    pairs = probe_pairs(dataset, refs, args.docs, 400)
+    print(f"## Attacks: {len(pairs)} articles (first {args.chosen}: chosen on; the rest: held out)\n")
+    print("| setting | family | first | held out |\n|---|---|---|---|")
+    for name, reward in rewards.items():
+        report = run_probes(reward, pairs, families=["truncation", "copy_source"], n_boot=0, progress=False)
+        parts = {"first": attack_tables(report.items[:args.chosen]), "held_out": attack_tables(report.items[args.chosen:])}
+        out["attacks"][name] = parts
+        for fam in ("truncation", "copy_source"):
+            cells = []
+            for part in ("first", "held_out"):
+                row = parts[part]["families"].get(fam)
+                cells.append(f"{row['wins']}/{row['n']} ({row['win_rate']:.2f})" if row else "-")
+            print(f"| {name} | {fam} | {cells[0]} | {cells[1]} |")
+
+    # -- part 2: honest outputs ------------------------------------------------------------------
+    outputs = [(r.item.output, " ".join((r.item.source or "").split()[:400])) for r in dataset.records]
+    references = [(ref, " ".join((r.item.source or "").split()[:400]))
+                  for r in {r.group: r for r in dataset.records}.values() for ref in refs.get(r.group, [])]
+    asked = [(t, s) for t, s in outputs + references if needs_sentence_end(t)]
+    probs = dict(zip(asked, [sc.value for sc in judge.sentence_end([Item(t, s) for t, s in asked])]))
+
+    def charged(text: str, source: str, setting: dict) -> bool:
+        if setting.get("mode") == "judge":
+            p_end = probs.get((text, source))
+            return ends_cut(text) or (p_end is not None and not ends_complete(text) and p_end < setting["end_probability"])
+        return ends_cut(text, SourceStats(source))
+
+    print(f"\n## Honest texts charged ({len(asked)} asked the judge)\n")
+    print("| setting | system outputs | references |\n|---|---|---|")
+    per_output = {}
+    for name, setting in settings.items():
+        setting = setting or shipped
+        o = [charged(t, s, setting) for t, s in outputs]
+        rr = [charged(t, s, setting) for t, s in references]
+        per_output[name] = o
+        out["honest"][name] = {"outputs": sum(o) / len(o), "references": sum(rr) / len(rr)}
+        print(f"| {name} | {sum(o)}/{len(o)} ({sum(o) / len(o):.3f}) | {sum(rr)}/{len(rr)} ({sum(rr) / len(rr):.3f}) |")
+
+    if args.agreement_cache:
+        from judge_reward.reward import Reward
+        from judge_reward.scoreboard import _agreement
+
+        acfg = JudgeConfig.load(args.config)
+        acfg.backend = {**acfg.backend, **({"dtype": args.agreement_dtype} if args.agreement_dtype else {})}
+        acfg.cache = {**(acfg.cache or {}), "path": args.agreement_cache}
+        cached = Reward.from_config(acfg)
+        base = cached([Item(t, s) for t, s in outputs])
+        weight = shipped.get("weight", 1.0)
+        human = {a: [r.human[a] for r in dataset.records] for a in dataset.records[0].human}
+        groups = [r.group for r in dataset.records]
+        print("\n## Summary-level Spearman of the reward with the experts (coherence, consistency, fluency, relevance)\n")
+        out["agreement"] = {}
+        for name in settings:
+            values = []
+            for k, res in enumerate(base):
+                if res.value is None:
+                    values.append(None)
+                    continue
+                was = res.components.get("guard/ending", 0.0)
+                values.append(res.value + was - (weight if per_output[name][k] else 0.0))
+            table = _agreement({"reward": values}, human, groups, n_bootstrap=0, seed=0)["reward"]
+            rho = {a: table[a]["sample/spearman"]["value"] for a in human}
+            out["agreement"][name] = rho
+            print(f"| {name} | " + " | ".join(f"{v:.3f}" for v in rho.values()) + " |")
+    out["seconds"] = time.perf_counter() - start
+    print(f"\n{out['seconds']:.0f} s; judge: {judge.stats()}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
