@@ -13,7 +13,10 @@ tokens, share cut at the length limit), copy rate (share of completion word 4-gr
 article), novel bigram share, repetition (share of repeated word 3-grams; and of content words past a
 word's second use, ``overused``), numbers the article does not give, judge seconds / step
 seconds, and the self-reinforcement monitor's audits. Completions of the first and last steps and
-greedy completions of held-out eval articles before and after training go to ``completions.md``.
+greedy completions of held-out eval articles before and after training go to ``completions.md``;
+every training completion to ``completions.jsonl`` (for ``benchmarks/monitor_replay.py``). The
+reward divergence monitor (``bias_audit.divergence``, ``--divergence on``) watches the trained reward
+online; its checks go to ``summary.json``.
 
 Train articles: SummEval documents 0-79 (file order of distinct doc_id); eval articles: 80-99
 (the first ``--eval-articles`` of them are generated greedily before and after training).
@@ -192,6 +195,8 @@ class RecordingReward:
         self.__name__ = trained.__name__
         self.calls: list[dict] = []
         self.shadow_seconds = 0.0
+        # what a monitor reads of a trainers.JudgeReward (its reward, its last batch's results)
+        self.reward, self.scorer = trained.reward, trained.scorer
 
     def __call__(self, prompts, completions, completion_ids=None, **kwargs):
         from judge_reward.reward import completion_text
@@ -224,6 +229,7 @@ class RecordingReward:
                           if aspect_vals and len(aspect_vals) == len(weights) else None)
             rows.append({
                 "output": completion_text(completions[k]),
+                "doc_id": (kwargs.get("doc_id") or [None] * len(rewards))[k],
                 "doc_source_head": item.source[:60],
                 "reward": reward,
                 "shadow": shadow[k].value,
@@ -314,6 +320,12 @@ def make_step_callback(recorder, metrics_path: Path, max_completion_length: int,
             self.rows.append(row)
             with metrics_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
+            # every completion, for replaying monitors offline (bias_audit.validity)
+            with (metrics_path.parent / "completions.jsonl").open("a") as f:
+                for r in rows:
+                    f.write(json.dumps({"step": state.global_step, "doc_id": r["doc_id"], "output": r["output"],
+                                        "reward": r["reward"], "judge_only": r["judge_only"],
+                                        "tokens": r["tokens"]}) + "\n")
             print(f"[step {state.global_step}] reward {row['reward_mean']:.4f} shadow {row['shadow_mean']:.4f} "
                   f"words {row['words']:.1f} copy4 {row['copy4']:.3f} rep3 {row['rep3']:.3f} new numbers {row['new_num']:.2f} "
                   f"chatter {row['chatter']:.2f} aside {row['aside']:.2f} "
@@ -415,6 +427,7 @@ def run(args) -> None:
         shutil.copyfile(as_run, out / "judge.yaml")
     metrics_path = out / "metrics.jsonl"
     metrics_path.write_text("")
+    (out / "completions.jsonl").write_text("")
     t_start = time.perf_counter()
 
     articles = load_articles(data_dir(args.data), args.max_source_words)
@@ -448,7 +461,8 @@ def run(args) -> None:
     eval_before = evaluate(model, tokenizer, eval_rows, eval_rewards, args.max_completion_length, template)
     print(f"eval before: {json.dumps(eval_before['summary'])}", flush=True)
 
-    dataset = Dataset.from_list([{"prompt": prompt_of(r["source"], template), "source": r["source"]} for r in train_rows])
+    dataset = Dataset.from_list([{"prompt": prompt_of(r["source"], template), "source": r["source"], "doc_id": r["doc_id"],
+                                  "reference": r["reference"] or ""} for r in train_rows])
     gargs = GRPOConfig(
         output_dir=str(out / "_trainer"), logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, bf16=False,
         max_steps=args.max_steps, per_device_train_batch_size=args.batch, num_generations=args.num_generations,
@@ -457,8 +471,18 @@ def run(args) -> None:
         gradient_accumulation_steps=1, disable_tqdm=True, dataloader_num_workers=0, gradient_checkpointing=False,
     )
     step_cb = make_step_callback(recorder, metrics_path, args.max_completion_length, {})
-    trainer = GRPOTrainer(model=model, reward_funcs=[recorder], args=gargs, train_dataset=dataset,
+    divergence = None
+    reward_funcs = [recorder]
+    if args.divergence == "on":
+        from bias_audit.divergence import DivergenceConfig, RewardDivergenceCallback
+
+        divergence = RewardDivergenceCallback(DivergenceConfig(action="log", damage_every_n_steps=args.damage_every,
+                                                               history_file=None))
+        reward_funcs = [divergence.watch(recorder)]
+    trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=gargs, train_dataset=dataset,
                           processing_class=tokenizer, callbacks=[step_cb, make_deadline_callback(args.max_minutes)])
+    if divergence is not None:
+        divergence.attach(trainer)
     monitor = None
     if args.monitor == "on":
         from bias_audit.monitor import SelfReinforcementCallback, SelfReinforcementConfig
@@ -513,6 +537,7 @@ def run(args) -> None:
         "judge_seconds": trained.seconds, "shadow_seconds": recorder.shadow_seconds,
         "reward_failures": dict(trained.failures),
         "eval_before": eval_before, "eval_after": eval_after, "monitor": monitor_out,
+        "divergence": divergence.monitor.to_json() if divergence is not None else None,
     }
     from bias_audit.monitor import _jsonable
 
@@ -690,6 +715,10 @@ def main(argv=None) -> None:
     p.add_argument("--monitor-articles", type=int, default=2)
     p.add_argument("--monitor-pairs", type=int, default=2)
     p.add_argument("--monitor-window", type=int, default=2)
+    p.add_argument("--divergence", choices=("on", "off"), default="on",
+                   help="bias_audit.RewardDivergenceCallback on the training completions (its defaults; action: log)")
+    p.add_argument("--damage-every", type=int, default=5,
+                   help="the divergence monitor's damage sensitivity every N steps (0: off; costs judge calls)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--policy", default=None,
@@ -722,6 +751,7 @@ def main(argv=None) -> None:
         args.aspects = args.aspects or ["relevance"]
         args.eval_articles = min(args.eval_articles, 2)
         args.monitor = "off"
+        args.damage_every = 1
         args.out = args.out if args.out != str(ROOT / "docs" / "grpo_hacking") else str(ROOT / "reports" / "grpo_hacking")
     run(args)
 

@@ -6,6 +6,9 @@
 * :class:`SelfReinforcementCallback` audits the policy with the training judge during TRL
   training and flags (logs, warns or stops) when the judge's preference for the policy's text over
   human text keeps growing while its agreement with people does not.
+* :class:`RewardDivergenceCallback` watches the reward's own training batches and flags when the
+  reward keeps rising while measures the policy is not trained on get worse (the judge alone,
+  overlap with references, unsupported numbers and names, unfinished text, damage sensitivity).
 """
 
 from importlib import import_module
@@ -17,6 +20,9 @@ _EXPORTS = {
     "DataError": "data", "Study": "data", "load_held_out_articles": "data", "load_zhang2023": "data",
     "MonitorData": "monitor", "RuleConfig": "monitor", "SelfReinforcementCallback": "monitor",
     "SelfReinforcementConfig": "monitor", "SelfReinforcementWarning": "monitor", "check_rule": "monitor",
+    "DivergenceConfig": "divergence", "DivergenceMonitor": "divergence", "RewardDivergenceCallback": "divergence",
+    "RewardDivergenceWarning": "divergence", "check_divergence": "divergence", "replay": "divergence",
+    "unsupported_share": "divergence",
     "PairedRows": "stats", "StatsConfig": "stats", "analyse": "stats",
 }
 
