@@ -11,9 +11,12 @@ the rest (held out).
 Part 2, honest outputs. SummEval's 1,600 system outputs and its 1,100 human references: the share
 each setting charges. With ``--agreement-cache`` (a judgment cache holding the config's judge
 values for the 1,600 outputs, e.g. the scoreboard's; ``--agreement-dtype`` its dtype) also the
-reward's summary-level Spearman with the experts per aspect under each setting: the cached reward
+reward's summary-level Spearman with the experts per aspect and its selection gain (what its top
+pick among each article's 16 summaries is rated, as the scoreboard computes it) under each setting: the cached reward
 with the ending charge swapped for the other setting's (when the cache's dtype differs from this
-run's, the charges come from this run's judge and the rest from the cache: an estimate).
+run's, the charges come from this run's judge and the rest from the cache: an estimate), and the
+share of the scoreboard's damaged copies (4 outputs per article, every family) scored below
+their original.
 
     python benchmarks/ending_judge.py --docs 60 --dtype float32 --cache .cache/ending_fp32.sqlite \\
         --agreement-cache .cache/scoreboard/default_bf16.sqlite --agreement-dtype bfloat16 --json reports/ending_judge.json
@@ -112,17 +115,18 @@ def main() -> None:
 
     if args.agreement_cache:
         from judge_reward.reward import Reward
-        from judge_reward.scoreboard import _agreement
+        from judge_reward.scoreboard import _agreement, selection
 
         acfg = JudgeConfig.load(args.config)
         acfg.backend = {**acfg.backend, **({"dtype": args.agreement_dtype} if args.agreement_dtype else {})}
         acfg.cache = {**(acfg.cache or {}), "path": args.agreement_cache}
         cached = Reward.from_config(acfg)
-        base = cached([Item(t, s) for t, s in outputs])
+        base = cached(dataset.items)  # the items exactly as the scoreboard scored them (its cache keys)
         weight = shipped.get("weight", 1.0)
         human = {a: [r.human[a] for r in dataset.records] for a in dataset.records[0].human}
         groups = [r.group for r in dataset.records]
-        print("\n## Summary-level Spearman of the reward with the experts (coherence, consistency, fluency, relevance)\n")
+        print("\n## The reward on the 1,600 outputs: summary-level Spearman with the experts and selection gain "
+              "(coherence, consistency, fluency, relevance)\n")
         out["agreement"] = {}
         for name in settings:
             values = []
@@ -134,8 +138,47 @@ def main() -> None:
                 values.append(res.value + was - (weight if per_output[name][k] else 0.0))
             table = _agreement({"reward": values}, human, groups, n_bootstrap=0, seed=0)["reward"]
             rho = {a: table[a]["sample/spearman"]["value"] for a in human}
+            gain = {a: selection(groups, human[a], {"reward": values})["reward"]["gain"] for a in human}
             out["agreement"][name] = rho
-            print(f"| {name} | " + " | ".join(f"{v:.3f}" for v in rho.values()) + " |")
+            out.setdefault("selection", {})[name] = gain
+            print(f"| {name} | " + " | ".join(f"{v:.3f}" for v in rho.values()) + " | selection gain "
+                  + " / ".join(f"{v:+.2f}" for v in gain.values()) + " |")
+        # damaged copies (the scoreboard's sample): share scored below their original, charges swapped
+        from judge_reward.damage import FAMILIES, damage
+        from judge_reward.scoreboard import damage_sample, share_below
+
+        picked = damage_sample(groups, 4, None, 0)
+        copies = [(k, fam, Item(text, it.source, it.reference, f"{it.id}/{fam}"))
+                  for k in picked for it in [dataset.records[k].item]
+                  for fam, text in damage(it.output, it.source or "", seed=0).items()]
+        damaged = cached([c[2] for c in copies])
+        ask = [c[2] for c in copies if needs_sentence_end(c[2].output)]
+        ends = dict(zip([(i.output, i.source) for i in ask], [sc.value for sc in judge.sentence_end(ask)]))
+        print(f"\n## Damaged copies of {len(picked)} outputs ({len(copies)} texts, {len(ask)} asked the judge): "
+              "share scored below the original\n")
+        print("| setting | " + " | ".join(FAMILIES) + " |\n|---|" + "---|" * len(FAMILIES))
+        out["damage"] = {}
+        for name, setting in settings.items():
+            setting = setting or shipped
+
+            def value(res, text, source, charged_now):
+                if res.value is None:
+                    return None
+                return res.value + res.components.get("guard/ending", 0.0) - (weight if charged_now else 0.0)
+
+            def charge(text, source):
+                if setting.get("mode") == "judge":
+                    p_end = ends.get((text, source))
+                    return ends_cut(text) or (p_end is not None and p_end < setting["end_probability"])
+                return ends_cut(text, SourceStats(source))
+
+            pairs: dict[str, list] = {}
+            for (k, fam, item), res in zip(copies, damaged):
+                orig = value(base[k], outputs[k][0], outputs[k][1], per_output[name][k])
+                pairs.setdefault(fam, []).append((orig, value(res, item.output, item.source, charge(item.output, item.source or ""))))
+            shares = {fam: share_below(v)["share_below"] for fam, v in pairs.items()}
+            out["damage"][name] = shares
+            print(f"| {name} | " + " | ".join(f"{shares.get(f, float('nan')):.3f}" for f in FAMILIES) + " |")
     out["seconds"] = time.perf_counter() - start
     print(f"\n{out['seconds']:.0f} s; judge: {judge.stats()}")
     if args.json:
