@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -25,8 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from _common import data_dir  # noqa: E402
 
-NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+\b")
+from bias_audit.divergence import NAME, NUMBER  # noqa: E402  (the divergence monitor's own definitions)
 
 
 def _share_missing(found: list[str], article: str) -> float | None:
