@@ -220,7 +220,10 @@ def source_information(conditional: Sequence[float], unconditional: Sequence[flo
     return sum(gains[:budget]) / budget
 
 
-TERMINAL = re.compile(r"[.!?](\s*[\"'\u201d\u2019)\]])*\s*$")
+# Sentence-final marks: Latin . ! ?, CJK 。！？｡, Devanagari ।, Arabic ؟, Greek ; (question mark),
+# Armenian ։, Ethiopic ።; then maybe closing quotes or brackets (Latin, CJK 」』）).
+SENTENCE_FINAL = ".!?\u3002\uff01\uff1f\uff61\u0964\u061f\u037e\u0589\u1362"
+TERMINAL = re.compile(rf"[{re.escape(SENTENCE_FINAL)}](\s*[\"'\u201d\u2019)\]\u300d\u300f\uff09])*\s*$")
 
 
 # English words that do not close a sentence: an output whose last word is one of these, with no
@@ -255,9 +258,14 @@ def needs_sentence_end(text: str) -> bool:
 
 
 def ends_complete(text: str) -> bool:
-    """Whether the text ends as a finished sentence does: ``. ! ?``, maybe followed by closing quotes
-    or brackets (``... 'ludicrous.'``, ``... ludicrous . '``). A closing quote or bracket alone is
-    not an ending: a summary cut inside quoted words ends with one (``is now 'cooperating '``)."""
+    """Whether the text ends as a finished sentence does: ``. ! ?`` (or another script's sentence-final
+    mark, :data:`SENTENCE_FINAL`: ``。`` ``！`` ``？`` ``।`` ...), maybe followed by closing quotes or
+    brackets (``... 'ludicrous.'``, ``... ludicrous . '``, ``...」``). A closing quote or bracket alone is
+    not an ending: a summary cut inside quoted words ends with one (``is now 'cooperating '``).
+
+    >>> ends_complete("Der Rat schloss die Brücke."), ends_complete("市议会决定关闭旧桥。"), ends_complete("市议会决定关闭旧桥")
+    (True, True, False)
+    """
     return bool(TERMINAL.search(text.strip()))
 
 

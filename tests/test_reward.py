@@ -1325,3 +1325,21 @@ def test_ending_judge_mode_real_judge_tells_a_cut_phrase_from_a_sentence_missing
     ])
     assert cut.value < 0.02 < missing_stop.value
     assert whole.value > 5 * cut.value
+
+
+@pytest.mark.parametrize("english, other", [
+    ("The council closed the bridge.", "Der Rat schloss die Brücke."),
+    ("The council closed the bridge.", "市议会关闭了这座桥。"),
+    ("Did the council close the bridge?", "市议会关闭了这座桥吗？"),
+    ("He said it was 'closed.'", "他说：「桥已关闭。」"),
+    ("The council closed the bridge", "市议会关闭了这座桥"),
+    ("The council closed the bridge", "Der Rat schloss die Brücke"),
+])
+def test_ending_charges_other_languages_as_it_charges_english_of_the_same_shape(english, other):
+    """Sentence-final marks of other scripts end a sentence as `.` does (issue 40, language): a finished
+    Chinese or German output pays nothing, an unfinished one what the English one pays."""
+    from judge_reward.guards import GuardsConfig, apply_guards
+
+    for mode in ("punctuation", "cut"):
+        guards = GuardsConfig.from_dict({"ending": {"enabled": True, "mode": mode, "weight": 4.0, "unfinished_weight": 0.5}})
+        assert apply_guards(guards, other, None).penalties["ending"] == apply_guards(guards, english, None).penalties["ending"]
