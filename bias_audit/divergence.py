@@ -33,20 +33,18 @@ from __future__ import annotations
 
 import inspect
 import json
-import logging
 import math
 import re
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Literal, Optional, Sequence
+from typing import Callable, ClassVar, Iterable, Literal, Optional, Sequence
 
 import numpy as np
 from transformers import TrainerCallback
 
 from judge_reward.config import ConfigError, NonNegativeInt, PositiveFloat, PositiveInt, Section
 
-log = logging.getLogger(__name__)
+from .monitor import _jsonable, log_metrics, take_action
 
 PREFIX = "divergence"
 ACTIONS = ("log", "warn", "stop")
@@ -474,26 +472,11 @@ class RewardDivergenceCallback(TrainerCallback):
 
     def _act(self, state, control, result: DivergenceResult) -> None:
         message = f"reward divergence at step {state.global_step}: {result.reason} (action: {self.config.action})"
-        if self.config.action == "log":
-            log.info(message)
-            return
-        log.warning(message)
-        warnings.warn(message, RewardDivergenceWarning, stacklevel=2)
-        if self.config.action == "stop":
-            control.should_training_stop = True
+        if take_action(self.config.action, message, RewardDivergenceWarning, control):
             self.stopped_at = state.global_step
 
     def _log(self, args, state, control, metrics: dict) -> None:
-        if self.trainer is not None:
-            from transformers import Trainer
-
-            flags = {k: getattr(control, k) for k in ("should_log", "should_evaluate", "should_save", "should_training_stop")}
-            Trainer.log(self.trainer, dict(metrics))  # the base log: log_history and every integration
-            for k, v in flags.items():
-                setattr(control, k, v)
-                setattr(self.trainer.control, k, v)
-            return
-        state.log_history.append({**metrics, "step": state.global_step})
+        log_metrics(self.trainer, args, state, control, metrics)
 
     def _write(self, args) -> None:
         if not self.config.history_file or not getattr(args, "output_dir", None) or getattr(args, "process_index", 0):
@@ -526,15 +509,3 @@ def _judge_alone(reward_fn, n: int) -> list[float | None] | None:
     from judge_reward.scoreboard import judge_alone
 
     return [judge_alone(res, reward.weights) for res in last[1]]
-
-
-def _jsonable(x: Any):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x

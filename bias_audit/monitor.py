@@ -465,41 +465,14 @@ class SelfReinforcementCallback(TrainerCallback):
     # -- actions and logging ------------------------------------------------------------------
 
     def _act(self, state, control, result: RuleResult) -> None:
-        event = {"step": state.global_step, "action": self.config.action, "why": result.reason}
-        self.flags.append(event)
+        self.flags.append({"step": state.global_step, "action": self.config.action, "why": result.reason})
         message = (f"self-reinforcement at step {state.global_step}: {result.reason} over the last "
                    f"{self.rule.window} audits (action: {self.config.action})")
-        if self.config.action == "log":
-            log.info(message)
-            return
-        log.warning(message)
-        warnings.warn(message, SelfReinforcementWarning, stacklevel=2)
-        if self.config.action == "stop":
-            control.should_training_stop = True
+        if take_action(self.config.action, message, SelfReinforcementWarning, control):
             self.stopped_at = state.global_step
 
     def _log(self, args, state, control, metrics: dict) -> None:
-        if self.trainer is not None:
-            from transformers import Trainer
-
-            # The base-class log (log_history + every integration's on_log, W&B included), not
-            # GRPOTrainer.log, which would also flush its own per-step metric buffers here. Its
-            # on_log round resets control.should_log, which would cancel the trainer's own log of
-            # this step: keep the flags as they were.
-            flags = {k: getattr(control, k) for k in ("should_log", "should_evaluate", "should_save", "should_training_stop")}
-            Trainer.log(self.trainer, dict(metrics))
-            for k, v in flags.items():
-                setattr(control, k, v)
-                setattr(self.trainer.control, k, v)
-            return
-        state.log_history.append({**metrics, "step": state.global_step})
-        if "wandb" in (args.report_to or []):
-            try:
-                import wandb
-            except ImportError:  # pragma: no cover
-                return
-            if wandb.run is not None:
-                wandb.log({**{f"train/{k}": v for k, v in metrics.items()}, "train/global_step": state.global_step})
+        log_metrics(self.trainer, args, state, control, metrics)
 
     def _write_history(self, args) -> None:
         if not self.config.history_file or not getattr(args, "output_dir", None):
@@ -518,6 +491,46 @@ class SelfReinforcementCallback(TrainerCallback):
             "stopped_at": self.stopped_at,
         }
         path.write_text(json.dumps(_jsonable(payload), indent=1))
+
+
+def take_action(action: str, message: str, warning: type[Warning], control) -> bool:
+    """A monitor's ``action`` on a flag: ``log`` (an info line), ``warn`` (a log warning and
+    ``warning``) or ``stop`` (also ``control.should_training_stop``). True when it stops training."""
+    if action == "log":
+        log.info(message)
+        return False
+    log.warning(message)
+    warnings.warn(message, warning, stacklevel=3)
+    if action == "stop":
+        control.should_training_stop = True
+        return True
+    return False
+
+
+def log_metrics(trainer, args, state, control, metrics: dict) -> None:
+    """A monitor's figures into the trainer's log: through ``trainer`` when the callback has one
+    (log_history and every reporting integration), else into ``state.log_history`` and W&B."""
+    if trainer is not None:
+        from transformers import Trainer
+
+        # The base-class log (log_history + every integration's on_log, W&B included), not
+        # GRPOTrainer.log, which would also flush its own per-step metric buffers here. Its
+        # on_log round resets control.should_log, which would cancel the trainer's own log of
+        # this step: keep the flags as they were.
+        flags = {k: getattr(control, k) for k in ("should_log", "should_evaluate", "should_save", "should_training_stop")}
+        Trainer.log(trainer, dict(metrics))
+        for k, v in flags.items():
+            setattr(control, k, v)
+            setattr(trainer.control, k, v)
+        return
+    state.log_history.append({**metrics, "step": state.global_step})
+    if "wandb" in (args.report_to or []):
+        try:
+            import wandb
+        except ImportError:  # pragma: no cover
+            return
+        if wandb.run is not None:
+            wandb.log({**{f"train/{k}": v for k, v in metrics.items()}, "train/global_step": state.global_step})
 
 
 def _jsonable(x):
