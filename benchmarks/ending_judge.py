@@ -54,7 +54,7 @@ def main() -> None:
     args = p.parse_args()
 
     from judge_reward.cli_validate import load_rated
-    from judge_reward.guards import SourceStats, ends_complete, ends_cut, needs_sentence_end
+    from judge_reward.guards import GuardsConfig, SourceStats, apply_guards, needs_sentence_end
     from judge_reward.judge import Judge, JudgeConfig
     from judge_reward.methods.base import Item
     from judge_reward.probes import run_probes
@@ -96,19 +96,21 @@ def main() -> None:
     asked = [(t, s) for t, s in outputs + references if needs_sentence_end(t)]
     probs = dict(zip(asked, [sc.value for sc in judge.sentence_end([Item(t, s) for t, s in asked])]))
 
-    def charged(text: str, source: str, setting: dict) -> bool:
-        if setting.get("mode") == "judge":
-            p_end = probs.get((text, source))
-            return ends_cut(text) or (p_end is not None and not ends_complete(text) and p_end < setting["end_probability"])
-        return ends_cut(text, SourceStats(source))
+    guards = {name: GuardsConfig.from_dict({"ending": {**shipped, **setting, "enabled": True}}) for name, setting in settings.items()}
+    stats: dict[str, SourceStats] = {}
+
+    def charged(text: str, source: str, name: str, ends: dict) -> bool:
+        """What the ending guard of setting ``name`` decides (the guard itself, given the judge's answer)."""
+        source_stats = stats.get(source) or stats.setdefault(source, SourceStats(source))
+        report = apply_guards(guards[name], text, source_stats, sentence_end=ends.get((text, source)))
+        return report.measured["ending"]["cut"]
 
     print(f"\n## Honest texts charged ({len(asked)} asked the judge)\n")
     print("| setting | system outputs | references |\n|---|---|---|")
     per_output = {}
-    for name, setting in settings.items():
-        setting = setting or shipped
-        o = [charged(t, s, setting) for t, s in outputs]
-        rr = [charged(t, s, setting) for t, s in references]
+    for name in settings:
+        o = [charged(t, s, name, probs) for t, s in outputs]
+        rr = [charged(t, s, name, probs) for t, s in references]
         per_output[name] = o
         out["honest"][name] = {"outputs": sum(o) / len(o), "references": sum(rr) / len(rr)}
         print(f"| {name} | {sum(o)}/{len(o)} ({sum(o) / len(o):.3f}) | {sum(rr)}/{len(rr)} ({sum(rr) / len(rr):.3f}) |")
@@ -128,14 +130,15 @@ def main() -> None:
         print("\n## The reward on the 1,600 outputs: summary-level Spearman with the experts and selection gain "
               "(coherence, consistency, fluency, relevance)\n")
         out["agreement"] = {}
+
+        def value(res, charged_now):
+            """The cached reward with its ending charge swapped for this setting's."""
+            if res.value is None:
+                return None
+            return res.value + res.components.get("guard/ending", 0.0) - (weight if charged_now else 0.0)
+
         for name in settings:
-            values = []
-            for k, res in enumerate(base):
-                if res.value is None:
-                    values.append(None)
-                    continue
-                was = res.components.get("guard/ending", 0.0)
-                values.append(res.value + was - (weight if per_output[name][k] else 0.0))
+            values = [value(res, per_output[name][k]) for k, res in enumerate(base)]
             table = _agreement({"reward": values}, human, groups, n_bootstrap=0, seed=0)["reward"]
             rho = {a: table[a]["sample/spearman"]["value"] for a in human}
             gain = {a: selection(groups, human[a], {"reward": values})["reward"]["gain"] for a in human}
@@ -153,29 +156,16 @@ def main() -> None:
                   for fam, text in damage(it.output, it.source or "", seed=0).items()]
         damaged = cached([c[2] for c in copies])
         ask = [c[2] for c in copies if needs_sentence_end(c[2].output)]
-        ends = dict(zip([(i.output, i.source) for i in ask], [sc.value for sc in judge.sentence_end(ask)]))
+        ends = dict(zip([(i.output, i.source or "") for i in ask], [sc.value for sc in judge.sentence_end(ask)]))
         print(f"\n## Damaged copies of {len(picked)} outputs ({len(copies)} texts, {len(ask)} asked the judge): "
               "share scored below the original\n")
         print("| setting | " + " | ".join(FAMILIES) + " |\n|---|" + "---|" * len(FAMILIES))
         out["damage"] = {}
-        for name, setting in settings.items():
-            setting = setting or shipped
-
-            def value(res, text, source, charged_now):
-                if res.value is None:
-                    return None
-                return res.value + res.components.get("guard/ending", 0.0) - (weight if charged_now else 0.0)
-
-            def charge(text, source):
-                if setting.get("mode") == "judge":
-                    p_end = ends.get((text, source))
-                    return ends_cut(text) or (p_end is not None and p_end < setting["end_probability"])
-                return ends_cut(text, SourceStats(source))
-
+        for name in settings:
             pairs: dict[str, list] = {}
             for (k, fam, item), res in zip(copies, damaged):
-                orig = value(base[k], outputs[k][0], outputs[k][1], per_output[name][k])
-                pairs.setdefault(fam, []).append((orig, value(res, item.output, item.source, charge(item.output, item.source or ""))))
+                orig = value(base[k], per_output[name][k])
+                pairs.setdefault(fam, []).append((orig, value(res, charged(item.output, item.source or "", name, ends))))
             shares = {fam: share_below(v)["share_below"] for fam, v in pairs.items()}
             out["damage"][name] = shares
             print(f"| {name} | " + " | ".join(f"{shares.get(f, float('nan')):.3f}" for f in FAMILIES) + " |")

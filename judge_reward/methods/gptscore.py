@@ -171,12 +171,12 @@ class GPTScore:
         its full stop (``... in front of 6,000 fans``) a high one. Values in [0, 1]."""
         if aspect.task == "dialogue":
             raise ValueError("sentence_end: dialogue prompts score a ' Yes' after the reply, not the reply's own ending")
+        build = lambda it: build_gptscore_prompt(aspect, it.source, it.output, True, (), self.config.layout)  # noqa: E731
         requests, owners, scores = [], [], [None] * len(items)
         for i, item in enumerate(items):
             try:
                 if not item.output.strip():
                     raise ValueError("output: empty text cannot be judged")
-                build = lambda it: build_gptscore_prompt(aspect, it.source, it.output, True, (), self.config.layout)  # noqa: E731
                 fitted, _ = fit_source(backend, item, lambda it: (lambda p: p.context + p.continuation)(build(it)))
             except ValueError as err:
                 scores[i] = Score.failure(str(err))
