@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 PROMPT = "Summarise this news article in 2-3 sentences:\n\n{article}"
 # The requests a run can train on (--prompt): runs 1-24 used "summarise"; the other two are how a
 # chat user asks, and draw a chat assistant's wrapping from the policy more often
-# (benchmarks/chatter_coverage.py).
+# (experiments/chatter_coverage.py).
 PROMPTS = {
     "summarise": PROMPT,
     "chat": "Can you write a short summary of the following news story for me?\n\n{article}",
@@ -722,7 +722,7 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--policy", default=None,
-                   help="folder of the starting policy (default: SmolLM2-135M-Instruct; benchmarks/wrapping_policy.py "
+                   help="folder of the starting policy (default: SmolLM2-135M-Instruct; experiments/wrapping_policy.py "
                         "makes one that wraps its answers)")
     p.add_argument("--prompt", choices=sorted(PROMPTS), default="summarise",
                    help="the request the policy answers: 'summarise' (runs 1-24), or a chat user's 'chat' or 'points'")
@@ -743,7 +743,7 @@ def main(argv=None) -> None:
         return
     if args.policy and not (Path(args.policy) / "config.json").is_file():
         p.error(f"--policy: no model folder (config.json) at {args.policy!r}; "
-                "make one with benchmarks/wrapping_policy.py --out FOLDER")
+                "make one with experiments/wrapping_policy.py --out FOLDER")
     if args.smoke:
         args.max_steps = min(args.max_steps, 2)
         args.max_completion_length = min(args.max_completion_length, 16)
