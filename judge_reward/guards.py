@@ -777,7 +777,7 @@ class InjectionGuard(Section):
     version.``); a text that is nothing but such wrapping is judged as it is. Read by the judge,
     such words raise a likelihood-based reward: the opener is likelier once the judge has read the
     source, and readable words lift the readability floor (docs/rewards.md, "A chat assistant's
-    wrapping"). Wrapping worded otherwise still reaches the judge (``benchmarks/unlisted_wrappers.py``).
+    wrapping"). Wrapping worded otherwise still reaches the judge (``experiments/unlisted_wrappers.py``).
     """
 
     section_path: ClassVar[str] = "reward.guards.injection"

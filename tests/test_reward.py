@@ -474,7 +474,7 @@ CHAT_OPENERS = [
     "Here is the text: ",  # a GRPO policy's opener (SmolLM2-135M-Instruct, docs/grpo_hacking)
     "Absolutely! I've written a short recap below.\n",
     "Sure thing.\nHere you go:\n",
-    "To sum it up for you:\n",  # won 9/20 under default before the summing-up rule (benchmarks/unlisted_wrappers.py)
+    "To sum it up for you:\n",  # won 9/20 under default before the summing-up rule (experiments/unlisted_wrappers.py)
     "In short - ",
     "Long story short: ",
 ]

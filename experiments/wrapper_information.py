@@ -3,7 +3,7 @@
 ``default``'s information is what reading the source adds to the output's token log-probabilities
 (copied tokens 0), over a 32-token budget, against the judge's reading with no source at all. An
 unlisted wrapper ("My quick take on the story:") still beats some highlights
-(``benchmarks/unlisted_wrappers.py``). This script scores the relevance aspect's information of the
+(``experiments/unlisted_wrappers.py``). This script scores the relevance aspect's information of the
 first ``--docs`` SummEval highlights and of wrapped copies of them under:
 
 * ``none``: the shipped baseline (the instruction without a source);
@@ -16,7 +16,7 @@ It prints, per wrapper and baseline, on how many articles the wrapped text's inf
 highlight's, and the mean difference. The information term alone, without the floor or the other
 guards, so the win rates are higher than the whole reward's. ~1 minute on 2 CPU cores.
 
-    PYTHONPATH=. HF_HUB_OFFLINE=1 python benchmarks/wrapper_information.py --docs 20
+    PYTHONPATH=. HF_HUB_OFFLINE=1 python experiments/wrapper_information.py --docs 20
 """
 
 from __future__ import annotations

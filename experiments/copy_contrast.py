@@ -15,22 +15,25 @@ first sentence) with the relevance instruction of the default judge:
 Prints summary-level Spearman against the expert ratings (per document over its 16 summaries,
 averaged) and how often the lead and a truncated reference out-score the full reference.
 
-    python benchmarks/copy_contrast.py --docs 20      # ~6 min on 2 CPU cores (fp32)
+    python experiments/copy_contrast.py --docs 20      # ~6 min on 2 CPU cores (fp32)
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 from scipy.stats import spearmanr
 
-from _common import summeval
-from judge_reward import Judge, JudgeConfig
-from judge_reward.backends.base import ContinuationRequest
-from judge_reward.guards import fragment_spans, word_positions
-from judge_reward.probes import sentences
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common.py and the benchmark scripts this study reuses
+from _common import summeval  # noqa: E402
+from judge_reward import Judge, JudgeConfig  # noqa: E402
+from judge_reward.backends.base import ContinuationRequest  # noqa: E402
+from judge_reward.guards import fragment_spans, word_positions  # noqa: E402
+from judge_reward.probes import sentences  # noqa: E402
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
 CONDITIONAL = "Write a relevant and informative summary of the following text.\n\n{source}\n\nTL;DR:"

@@ -12,23 +12,26 @@ config's grounding settings (``default`` unless ``--config``):
 * the same figures for a JSONL file of outputs (``--outputs``; default the quick start's
   ``examples/news_summaries.jsonl``).
 
-    python benchmarks/novel_words.py                  # the README's quick-start note
-    python benchmarks/novel_words.py --config geval_gemma
+    python experiments/novel_words.py                  # the README's quick-start note
+    python experiments/novel_words.py --config geval_gemma
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
-from _common import ROOT, data_dir, summeval
-from scipy.stats import spearmanr
 
-from judge_reward import ConfigError, JudgeConfig
-from judge_reward.guards import SourceStats, apply_guards
-from judge_reward.reward import RewardConfig
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common.py and the benchmark scripts this study reuses
+from _common import ROOT, data_dir, summeval  # noqa: E402
+from scipy.stats import spearmanr  # noqa: E402
+
+from judge_reward import ConfigError, JudgeConfig  # noqa: E402
+from judge_reward.guards import SourceStats, apply_guards  # noqa: E402
+from judge_reward.reward import RewardConfig  # noqa: E402
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
 THRESHOLDS = (0.3, 0.45, 0.6)

@@ -13,19 +13,22 @@ each scale value. Three ways, each giving the same ids:
 
 Prints the medians [min-max] of ``--repeats`` runs of each way, the ratios, and whether the ids agree.
 
-    python benchmarks/candidate_tokenisation.py      # ~1 min on 2 CPU cores
+    python experiments/candidate_tokenisation.py      # ~1 min on 2 CPU cores
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
+from pathlib import Path
 
-from _common import median_range, summeval, timings
-from judge_reward import load_aspects
-from judge_reward.backends.hf import HFBackend, HFBackendConfig
-from judge_reward.candidates import tokenize_candidates
-from judge_reward.prompts.geval import build_geval_prompt
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common.py and the benchmark scripts this study reuses
+from _common import median_range, summeval, timings  # noqa: E402
+from judge_reward import load_aspects  # noqa: E402
+from judge_reward.backends.hf import HFBackend, HFBackendConfig  # noqa: E402
+from judge_reward.candidates import tokenize_candidates  # noqa: E402
+from judge_reward.prompts.geval import build_geval_prompt  # noqa: E402
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
 

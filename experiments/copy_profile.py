@@ -7,19 +7,23 @@ each at or above a few thresholds, then each system's mean share beside its mean
 It shows where a copy charge can separate a pasted lead from a human summary without also
 re-ranking SummEval's systems (docs/rewards.md, "A saturating copy charge").
 
-    python benchmarks/copy_profile.py                  # all 100 documents, seconds
-    python benchmarks/copy_profile.py --k 4 8 20 --by-system 8
+    python experiments/copy_profile.py                  # all 100 documents, seconds
+    python experiments/copy_profile.py --k 4 8 20 --by-system 8
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
-from _common import summeval
 
-from judge_reward.guards import long_copy_share, word_positions, words
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common.py and the benchmark scripts this study reuses
+from _common import summeval  # noqa: E402
+
+from judge_reward.guards import long_copy_share, word_positions, words  # noqa: E402
 
 
 def main() -> None:

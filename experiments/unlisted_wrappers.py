@@ -19,7 +19,7 @@ Per wording: on how many articles it beats the highlight, the mean reward differ
 many the guard removed something. ~2 minutes on 2 CPU cores for 20 articles (more with a cold
 judge cache).
 
-    PYTHONPATH=. HF_HUB_OFFLINE=1 python benchmarks/unlisted_wrappers.py --config default --docs 20
+    PYTHONPATH=. HF_HUB_OFFLINE=1 python experiments/unlisted_wrappers.py --config default --docs 20
 """
 
 from __future__ import annotations

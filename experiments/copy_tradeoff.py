@@ -23,22 +23,25 @@ the best wording of the probe families that copying and shortening touch (``copy
 real summary. The judge scores every text once (with its token log-probabilities, given the
 source and without it); every point is then arithmetic on those.
 
-    python benchmarks/copy_tradeoff.py --docs 20 --probe-docs 12    # ~10 min on 2 CPU cores (bf16)
+    python experiments/copy_tradeoff.py --docs 20 --probe-docs 12    # ~10 min on 2 CPU cores (bf16)
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from _common import data_dir, summeval
-from probe_summeval import summeval_pairs, wins_per_family
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common.py and the benchmark scripts this study reuses
+from _common import data_dir, summeval  # noqa: E402
+from probe_summeval import summeval_pairs, wins_per_family  # noqa: E402
 
-from judge_reward.guards import SourceStats, copied_token_mask, source_information
-from judge_reward.metaeval.correlation import sample_level
-from judge_reward.methods.base import Item
-from judge_reward.probes import build_probes, other_items
-from judge_reward.reward import Reward, RewardResult
+from judge_reward.guards import SourceStats, copied_token_mask, source_information  # noqa: E402
+from judge_reward.metaeval.correlation import sample_level  # noqa: E402
+from judge_reward.methods.base import Item  # noqa: E402
+from judge_reward.probes import build_probes, other_items  # noqa: E402
+from judge_reward.reward import Reward, RewardResult  # noqa: E402
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
 FAMILIES = ("copy_source", "truncation")

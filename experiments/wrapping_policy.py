@@ -1,7 +1,7 @@
 """A GRPO starting policy that wraps its summaries in chat talk no ``chatter`` pattern lists.
 
 The reward-hacking runs' policy, SmolLM2-135M-Instruct, hardly ever wraps an answer (1 of 240
-sampled answers: ``benchmarks/chatter_coverage.py``), so no run could show what optimisation does
+sampled answers: ``experiments/chatter_coverage.py``), so no run could show what optimisation does
 with wrapping the patterns miss, the open item of docs/rewards.md (some unlisted wording beats the
 human highlight on 6-10 of 20 articles under ``default``, yet loses on average). This script makes a
 policy that has the habit, for ``grpo_hacking.py --policy``:
@@ -20,7 +20,7 @@ policy that has the habit, for ``grpo_hacking.py --policy``:
 About 20 minutes on 2 CPU cores (20.5 measured, beside a test run): sampling 160 training answers
 and 2 x 80 held-out ones, and 40 fine-tuning steps.
 
-    PYTHONPATH=. HF_HUB_OFFLINE=1 python benchmarks/wrapping_policy.py --out reports/wrapping_policy
+    PYTHONPATH=. HF_HUB_OFFLINE=1 python experiments/wrapping_policy.py --out reports/wrapping_policy
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ reference would take over), and the mean of the source direction and each refere
 Guards are functions of the texts, so a point's reward is its judge value minus the penalties the
 reward charged; ``avg_f`` is the mean of the two directions' values, as the method computes it.
 
-    python benchmarks/reference_directions.py --docs 20 --probe-docs 12    # ~15 min on 2 CPU cores (bf16)
+    python experiments/reference_directions.py --docs 20 --probe-docs 12    # ~15 min on 2 CPU cores (bf16)
 """
 
 from __future__ import annotations
@@ -32,16 +32,19 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import sys
 import time
+from pathlib import Path
 
-from _common import data_dir, summeval
-from probe_summeval import summeval_pairs, wins_per_family
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common.py and the benchmark scripts this study reuses
+from _common import data_dir, summeval  # noqa: E402
+from probe_summeval import summeval_pairs, wins_per_family  # noqa: E402
 
-from judge_reward import Judge, JudgeConfig
-from judge_reward.metaeval.correlation import sample_level
-from judge_reward.methods.base import Item
-from judge_reward.probes import FAMILIES, build_probes, other_items
-from judge_reward.reward import TOKEN_GUARDS, Reward, RewardConfig
+from judge_reward import Judge, JudgeConfig  # noqa: E402
+from judge_reward.metaeval.correlation import sample_level  # noqa: E402
+from judge_reward.methods.base import Item  # noqa: E402
+from judge_reward.probes import FAMILIES, build_probes, other_items  # noqa: E402
+from judge_reward.reward import TOKEN_GUARDS, Reward, RewardConfig  # noqa: E402
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
 DIRECTIONS = ("src_hypo", "ref_hypo", "hypo_ref")

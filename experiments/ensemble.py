@@ -17,23 +17,25 @@ SummEval documents (16 system summaries each), and every probe family's wins ove
 summary), counted by the probe suite's own rule. Each text is judged once per config; every point
 is arithmetic on those values.
 
-    python benchmarks/ensemble.py --docs 20 --probe-docs 12    # ~25 min on 2 CPU cores (bf16)
+    python experiments/ensemble.py --docs 20 --probe-docs 12    # ~25 min on 2 CPU cores (bf16)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
-from _common import data_dir, summeval
-from probe_summeval import summeval_pairs, wins_per_family
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # _common.py and the benchmark scripts this study reuses
+from _common import data_dir, summeval  # noqa: E402
+from probe_summeval import summeval_pairs, wins_per_family  # noqa: E402
 
-from judge_reward.metaeval.correlation import sample_level
-from judge_reward.methods.base import Item
-from judge_reward.probes import FAMILIES, build_probes, other_items
-from judge_reward.reward import Reward
+from judge_reward.metaeval.correlation import sample_level  # noqa: E402
+from judge_reward.methods.base import Item  # noqa: E402
+from judge_reward.probes import FAMILIES, build_probes, other_items  # noqa: E402
+from judge_reward.reward import Reward  # noqa: E402
 
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
 WEIGHTS = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0)

@@ -18,7 +18,7 @@ samples several answers per article, and reports:
 No judge model is loaded. About 4.5 minutes on 2 CPU cores for 20 articles x 3 requests x 4
 samples (``--no-generate``: the false removals only).
 
-    PYTHONPATH=. HF_HUB_OFFLINE=1 python benchmarks/chatter_coverage.py --out docs/chatter_coverage.json
+    PYTHONPATH=. HF_HUB_OFFLINE=1 python experiments/chatter_coverage.py --out reports/chatter_coverage.json
 """
 
 from __future__ import annotations

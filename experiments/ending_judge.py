@@ -18,7 +18,7 @@ run's, the charges come from this run's judge and the rest from the cache: an es
 share of the scoreboard's damaged copies (4 outputs per article, every family) scored below
 their original.
 
-    python benchmarks/ending_judge.py --docs 60 --dtype float32 --cache .cache/ending_fp32.sqlite \\
+    python experiments/ending_judge.py --docs 60 --dtype float32 --cache .cache/ending_fp32.sqlite \\
         --agreement-cache .cache/scoreboard/default_bf16.sqlite --agreement-dtype bfloat16 --json reports/ending_judge.json
 """
 
