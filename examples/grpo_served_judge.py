@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     trainer.train()
     history = [row for row in trainer.state.log_history if "reward" in row]
     print(f"trained {trainer.state.global_step} steps; reward per step: {[round(r['reward'], 3) for r in history]}")
-    print(f"judge: {judge.stats()['failures']} failed judgments")
+    failures = judge.stats()["failures"]  # reason -> count; each failed judgment was a None reward
+    print(f"judge: {sum(failures.values())} failed judgments {failures or ''}".rstrip())
 
 
 if __name__ == "__main__":
