@@ -172,8 +172,8 @@ def test_scoreboard_callback_gates_a_grpo_run(tmp_path, fixture_set, one_torch_t
     from trl import GRPOConfig, GRPOTrainer
 
     from judge_reward import Judge, JudgeConfig
-    from trainers import JudgeReward, JudgeRewardConfig, ScoreboardCallback, ScoreboardGateError
-    from trainers.policy import tiny_policy
+    from judge_reward.trainers import JudgeReward, JudgeRewardConfig, ScoreboardCallback, ScoreboardGateError
+    from judge_reward.trainers.policy import tiny_policy
 
     data, refs = fixture_set
     data = data.first_groups(2)

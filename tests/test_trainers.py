@@ -18,9 +18,9 @@ from datasets import Dataset
 from tiny_models import make_backend, make_tokenizer
 
 from judge_reward import ConfigError, Item, Judge, JudgeConfig
-from trainers.policy import CHAT_TEMPLATE, tiny_policy
-from trainers.reward import AsyncJudgeReward, JudgeReward, JudgeRewardConfig, message_text
-from trainers.testing import FaultyBackend
+from judge_reward.trainers.policy import CHAT_TEMPLATE, tiny_policy
+from judge_reward.trainers.reward import AsyncJudgeReward, JudgeReward, JudgeRewardConfig, message_text
+from judge_reward.trainers.testing import FaultyBackend
 from judge_reward.wandb_offline import finish_run, read_history
 
 trl = pytest.importorskip("trl")
@@ -353,7 +353,7 @@ def grpo_with_a_correlation_probe(tmp_path, sample_data, logging_steps: int, rep
     from trl import GRPOConfig, GRPOTrainer
 
     from judge_reward.metaeval import load_summeval
-    from trainers.callbacks import CorrelationCallback, CorrelationCallbackConfig
+    from judge_reward.trainers.callbacks import CorrelationCallback, CorrelationCallbackConfig
 
     model, tok = policy_and_tokenizer()
     judge = tiny_judge()
