@@ -16,12 +16,10 @@ PROBE = """
 import importlib, json, os, pkgutil, sys
 import judge_reward
 CONSUMERS = %r
-skip = {"judge_reward.testing.fake_openai", "judge_reward.testing.servers"}
-
 def walk(path, prefix):
     # pkgutil.walk_packages would import every package to list it, the consumers included
     for m in pkgutil.iter_modules(path, prefix):
-        if m.name in CONSUMERS or m.name in skip:
+        if m.name in CONSUMERS:
             continue
         yield m.name
         if m.ispkg:
@@ -43,6 +41,10 @@ def _consumers(modules) -> list[str]:
     return [m for m in modules if any(m == c or m.startswith(c + ".") for c in CONSUMERS)]
 
 
+def _doubles(modules) -> list[str]:
+    return [m for m in modules if m.split(".")[0] == "tests" or "fake_openai" in m]
+
+
 def _run(code: str) -> dict:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -58,7 +60,9 @@ def test_the_engine_imports_no_consumer_and_no_fake_server():
     assert not _consumers(loaded), _consumers(loaded)
     # nothing left at the top level from before the consumers moved into the namespace
     assert not [m for m in loaded if m.split(".")[0] in ("trainers", "bias_audit", "judge_reward_cli")], loaded
-    assert "judge_reward.testing.fake_openai" not in loaded
+    assert not _doubles(loaded), _doubles(loaded)
+    # the test doubles live in the repository (tests/doubles), not in the runtime package
+    assert not [m for m in result["modules"] if "testing" in m.split(".") or "fake_openai" in m], result["modules"]
 
 
 def test_the_console_command_has_every_command():
@@ -66,7 +70,7 @@ def test_the_console_command_has_every_command():
             "print(json.dumps({'commands': sorted(get_command(app).commands), 'loaded': sorted(sys.modules)}))")
     result = _run(code)
     assert result["commands"] == sorted(["score", "steps", "meta-eval", "serve", "probe", "validate", "train", "label-pairs", "audit"])
-    assert "judge_reward.testing.fake_openai" not in result["loaded"]
+    assert not _doubles(result["loaded"]), _doubles(result["loaded"])
 
 
 def test_python_m_judge_reward_is_the_console_command():

@@ -465,7 +465,7 @@ def test_probe_callback_does_not_pass_a_reward_it_could_not_measure():
     from transformers import TrainerControl, TrainerState
 
     from judge_reward.trainers import JudgeReward, JudgeRewardConfig, ProbeCallback, ProbeGateError
-    from judge_reward.trainers.testing import FaultyBackend
+    from tests.doubles.faulty_backend import FaultyBackend
 
     broken = Judge(JudgeConfig(aspects_file="summeval", aspects=["coherence"], cache={"memory": False}),
                    backend=FaultyBackend(make_backend("char"), lambda k, text: True))

@@ -1295,7 +1295,7 @@ def test_ending_judge_mode_asks_the_judge_only_about_endings_no_text_rule_decide
 
 
 def test_ending_judge_mode_failure_is_a_none_reward_with_its_reason():
-    from judge_reward.trainers.testing import FaultyBackend
+    from tests.doubles.faulty_backend import FaultyBackend
 
     # only the sentence-end question fails (its prompt holds the article; a scored continuation does not)
     backend = FaultyBackend(make_backend("char"), lambda k, text: text.rstrip().endswith("bridge") and "TL;DR" in text)

@@ -210,7 +210,7 @@ def test_the_served_geval_config_runs_the_scoreboard_against_the_openai_protocol
     """`geval_served` (G-Eval for a served instruct judge) end to end over HTTP: the loopback server
     speaks the OpenAI completions protocol with log-probabilities, as vLLM does."""
     from judge_reward.judge import Judge, JudgeConfig
-    from judge_reward.testing.fake_openai import FakeOpenAIServer
+    from tests.doubles.fake_openai import FakeOpenAIServer
 
     data, refs = fixture_set
     with FakeOpenAIServer() as server:

@@ -12,7 +12,7 @@ from judge_reward.trainers.callbacks import attach_judge_metrics
 from judge_reward.trainers.pairs import PairLabelConfig, label_pairs
 from judge_reward.trainers.policy import CHAT_TEMPLATE, tiny_policy
 from judge_reward.trainers.reward import AsyncJudgeReward, JudgeRewardConfig
-from judge_reward.trainers.testing import FaultyBackend
+from tests.doubles.faulty_backend import FaultyBackend
 from judge_reward.wandb_offline import finish_run, read_history
 
 trl = pytest.importorskip("trl")

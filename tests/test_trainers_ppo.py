@@ -17,7 +17,7 @@ from judge_reward import Item, Judge, JudgeConfig
 from judge_reward.trainers.policy import tiny_policy
 from judge_reward.trainers.ppo import JudgeRewardModel
 from judge_reward.trainers.reward import JudgeReward, JudgeRewardConfig
-from judge_reward.trainers.testing import FaultyBackend
+from tests.doubles.faulty_backend import FaultyBackend
 
 trl = pytest.importorskip("trl")
 from trl.experimental.utils import get_reward  # noqa: E402  (both 1.12 and 1.16 ship it)
