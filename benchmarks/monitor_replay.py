@@ -1,4 +1,4 @@
-"""Replay the reward divergence monitor (``bias_audit.divergence``) over saved GRPO runs.
+"""Replay the reward divergence monitor (``judge_reward.bias_audit.divergence``) over saved GRPO runs.
 
 ``benchmarks/grpo_hacking.py`` writes every training completion to ``<run>/completions.jsonl``; this
 script feeds them to the monitor step by step, as the callback would have seen them during training,
@@ -35,7 +35,7 @@ def load_run(run_dir: Path) -> tuple[list[dict], dict]:
 
 def damage_scorer(args_of_run: dict, guards: str):
     """The run's reward (its judge config, aspects and guard setting), as ``score(texts, sources)``."""
-    from bias_audit.divergence import reward_scorer
+    from judge_reward.bias_audit.divergence import reward_scorer
     from grpo_hacking import build_rewards, load_judge
     from judge_reward.reward import Reward
 
@@ -56,7 +56,7 @@ def main() -> None:
     p.add_argument("--json", default=None, help="also write every run's checks here")
     args = p.parse_args()
 
-    from bias_audit.divergence import DivergenceConfig, replay
+    from judge_reward.bias_audit.divergence import DivergenceConfig, replay
     from grpo_hacking import load_articles
 
     data = data_dir(args.data)
@@ -90,7 +90,7 @@ def main() -> None:
             print(f"| {c['step']} | {c['reward_z']:.1f} | {'FLAG' if c['flag'] else ''} | " + " | ".join(cells) + " |")
         out[run] = {**monitor.to_json(), "first_flag": first}
     if args.json:
-        from bias_audit.divergence import _jsonable
+        from judge_reward.bias_audit.divergence import _jsonable
 
         Path(args.json).write_text(json.dumps(_jsonable(out), indent=1))
 

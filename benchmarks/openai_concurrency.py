@@ -16,10 +16,14 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-from judge_reward.backends.base import CandidateRequest
-from judge_reward.backends.openai_compat import OpenAIBackend, OpenAIBackendConfig
-from judge_reward.testing.fake_openai import FakeOpenAIServer, FakeServerConfig
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the fault server is a test double of the clone (tests/doubles), not installed
+
+from judge_reward.backends.base import CandidateRequest  # noqa: E402
+from judge_reward.backends.openai_compat import OpenAIBackend, OpenAIBackendConfig  # noqa: E402
+from tests.doubles.fake_openai import FakeOpenAIServer, FakeServerConfig  # noqa: E402
 
 ASPECTS = ("Coherence", "Consistency", "Fluency", "Relevance")
 
@@ -33,8 +37,8 @@ def _server(latency: float, in_process: bool):
             yield server.base_url, server
         return
     proc = subprocess.Popen(
-        [sys.executable, "-m", "judge_reward.testing.fake_openai", "--latency", str(latency), "--max-seconds", "300"],
-        stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "tests.doubles.fake_openai", "--latency", str(latency), "--max-seconds", "300"],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
     )
     try:
         line = proc.stdout.readline().strip()

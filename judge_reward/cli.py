@@ -1,11 +1,11 @@
 """The engine's commands of the ``judge-reward`` command line: ``score`` and ``steps`` (defined here),
 ``meta-eval`` and ``serve`` (from their modules), assembled by :func:`new_app`.
 
-The console command itself is the top-level module ``judge_reward_cli``, which adds the commands of
-the packages built on the engine (``train``, ``label-pairs``, ``audit``); the engine imports none of
-them. ``python -m judge_reward.cli`` runs the engine's commands alone. A user's mistake ends a command
-with one line and exit status 2 (:mod:`judge_reward.cli_errors`); everything ``score`` is given is
-checked before the model loads.
+The console command itself is :mod:`judge_reward.console`, which adds the commands of the packages
+built on the engine (``train``, ``label-pairs``, ``audit``); the engine imports none of them.
+``python -m judge_reward.cli`` runs the engine's commands alone. A user's mistake ends a command with
+one line and exit status 2 (:mod:`judge_reward.cli_errors`); everything ``score`` is given is checked
+before the model loads.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ guards), never with raw judge scores. Per family it reports
 >>> report = run_probes(reward, load_pairs("pairs.jsonl"))
 >>> print(report.to_markdown(max_win_rate=0.1)); report.failed(0.1)
 
-``judge-reward probe`` (:mod:`judge_reward.cli_probe`) and ``trainers.ProbeCallback`` wrap this.
+``judge-reward probe`` (:mod:`judge_reward.cli_probe`) and ``judge_reward.trainers.ProbeCallback`` wrap this.
 The wordings are this project's own. See docs/probes.md.
 """
 
@@ -743,7 +743,7 @@ def run_probes(
     """Score every pair's real output and its probes with ``reward`` and summarise per family.
 
     ``reward``: a :class:`~judge_reward.reward.Reward` (anything with ``aspects`` and
-    ``__call__(items) -> [RewardResult]``), or a ``trainers.JudgeReward`` (its ``.reward`` is
+    ``__call__(items) -> [RewardResult]``), or a ``judge_reward.trainers.JudgeReward`` (its ``.reward`` is
     used). Texts are scored in one ``reward`` call per
     ``sources_per_call`` sources, each source's real output and probes together (the backend
     computes a shared source prefix once); identical texts of one source are scored once.
@@ -753,7 +753,7 @@ def run_probes(
     pairs = [p if isinstance(p, Item) else Item(**p) for p in pairs]
     if not pairs:
         raise ValueError("pairs: no pairs to probe")
-    inner = getattr(reward, "reward", None)  # a trainers.JudgeReward: score with the Reward inside it
+    inner = getattr(reward, "reward", None)  # a judge_reward.trainers.JudgeReward: score with the Reward inside it
     if callable(inner) and getattr(inner, "aspects", None):
         reward = inner
     aspects = list(getattr(reward, "aspects", None) or [])

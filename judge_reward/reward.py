@@ -3,7 +3,7 @@
 Everything that turns a judgment into what a policy is optimised against lives here and nowhere
 else: which aspects count and with what weights, how each method's value is normalised, which
 guards apply (:mod:`judge_reward.guards`), what a failure becomes, and how a chat prompt or
-completion becomes the judge's source and output. The TRL reward functions (``trainers.reward``),
+completion becomes the judge's source and output. The TRL reward functions (``judge_reward.trainers.reward``),
 the reward service (``/get_reward``, ``/v1/score``), the bias audit, the probe suite and
 ``judge-reward score`` all call :class:`Reward`, so one config gives one number everywhere.
 

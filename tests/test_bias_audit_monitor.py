@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from bias_audit import (
+from judge_reward.bias_audit import (
     MonitorData,
     RuleConfig,
     SelfReinforcementCallback,
@@ -17,8 +17,8 @@ from bias_audit import (
     SelfReinforcementWarning,
     check_rule,
 )
-from bias_audit.data import HeldOutArticle
-from bias_audit.monitor import AgreementPair, AuditPoint, simulate_false_alarms
+from judge_reward.bias_audit.data import HeldOutArticle
+from judge_reward.bias_audit.monitor import AgreementPair, AuditPoint, simulate_false_alarms
 from judge_reward.wandb_offline import find_offline_runs, wait_for_offline_run
 from judge_reward import Judge, JudgeConfig, Score, load_aspects
 from tiny_models import make_backend, make_tokenizer
@@ -157,7 +157,7 @@ def _grpo(tmp_path, callbacks_for, max_steps=6, report_to="none"):
 
 
 def test_generation_is_greedy_and_leaves_the_policy_and_tokenizer_as_they_were():
-    from bias_audit.monitor import generate_summaries
+    from judge_reward.bias_audit.monitor import generate_summaries
 
     model, tok = _policy()
     model.train()
@@ -346,7 +346,7 @@ def test_no_flag_without_drift_or_when_the_judge_also_learns_people(tmp_path):
 def test_policy_and_human_scores_are_the_two_sides_of_the_gap(monkeypatch):
     """docs/bias_audit.md: policy_score and human_score are the two sides of the gap, also when
     articles have different numbers of human summaries."""
-    from bias_audit import monitor as mon
+    from judge_reward.bias_audit import monitor as mon
 
     class WordCountJudge:
         aspects = load_aspects("summeval").select(["coherence"])

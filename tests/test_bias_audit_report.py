@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from bias_audit import AuditConfig, run_audit
-from bias_audit.data import Study, Judgement, load_zhang2023, n_words
+from judge_reward.bias_audit import AuditConfig, run_audit
+from judge_reward.bias_audit.data import Study, Judgement, load_zhang2023, n_words
 from judge_reward.wandb_offline import find_offline_runs, wait_for_offline_run
 from judge_reward import Judge, JudgeConfig, Score, load_aspects
 from tiny_models import make_backend
@@ -128,7 +128,7 @@ def test_a_failed_judgement_is_left_out_and_counted_never_scored_zero():
 def test_rows_an_aspect_lost_to_its_own_failures_are_counted_per_aspect(monkeypatch):
     """The mean fails with any aspect, so each aspect keeps at least the mean's rows; what each lost
     is recorded (it was only visible as a smaller n)."""
-    from bias_audit.scoring import TextScore
+    from judge_reward.bias_audit.scoring import TextScore
 
     study = _small_study()
     broken = study.writer_summaries[("a0", "w0")]
@@ -144,7 +144,7 @@ def test_rows_an_aspect_lost_to_its_own_failures_are_counted_per_aspect(monkeypa
 
     judge = CountingLengthJudge()
     judge.aspects = load_aspects("summeval").select(["coherence", "fluency"])
-    monkeypatch.setattr("bias_audit.audit.score_texts", fluency_fails_once)
+    monkeypatch.setattr("judge_reward.bias_audit.audit.score_texts", fluency_fails_once)
     report = run_audit(AuditConfig(stats={"n_resamples": 200, "n_permutations": 200}), judge=judge, study=study,
                        progress=False)
     excl = report["exclusions"]["judgement"]
@@ -155,18 +155,18 @@ def test_rows_an_aspect_lost_to_its_own_failures_are_counted_per_aspect(monkeypa
 
 def test_an_audit_whose_every_judgement_failed_names_the_failures(tmp_path, monkeypatch):
     """Nothing left to analyse: one clear line with the failure reasons (not a bare ValueError)."""
-    from bias_audit.scoring import TextScore
+    from judge_reward.bias_audit.scoring import TextScore
 
     def fail_all(judge, texts, **kwargs):
         texts = list(dict.fromkeys(texts))
         reason = "coherence: backend: out of memory"
         return {t: TextScore(None, {"coherence": None}, reason) for t in texts}, Counter({reason: len(texts)})
 
-    monkeypatch.setattr("bias_audit.audit.score_texts", fail_all)
+    monkeypatch.setattr("judge_reward.bias_audit.audit.score_texts", fail_all)
     with pytest.raises(ValueError, match=r"27 left out because a summary failed.*out of memory: 15"):
         run_audit(AuditConfig(stats={"n_resamples": 200}), judge=CountingLengthJudge(), study=_small_study(),
                   progress=False)
-    monkeypatch.setattr("bias_audit.data.load_zhang2023", lambda path=None: _small_study())
+    monkeypatch.setattr("judge_reward.bias_audit.data.load_zhang2023", lambda path=None: _small_study())
     monkeypatch.setattr("judge_reward.judge.build_backend", lambda spec: make_backend("char"))
     res = CliRunner().invoke(_cli(), ["audit", "--aspects", "coherence", "--no-cache", "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and "outofmemory:15" in _flat(res.output), res.output
@@ -205,7 +205,7 @@ def test_audit_logs_every_number_to_wandb_offline(tmp_path, offline_wandb):
 
 
 def _cli():
-    from judge_reward_cli import app
+    from judge_reward.console import app
 
     return app
 
@@ -255,7 +255,7 @@ def test_cli_audit_with_the_embedded_judge(tmp_path, shared_data):
 
 def test_cli_audit_says_what_it_does_and_resumes_from_its_cache(tmp_path, monkeypatch):
     """The command caches the judge's scores under --out by default: a second run scores nothing."""
-    monkeypatch.setattr("bias_audit.data.load_zhang2023", lambda path=None: _small_study())
+    monkeypatch.setattr("judge_reward.bias_audit.data.load_zhang2023", lambda path=None: _small_study())
     monkeypatch.setattr("judge_reward.judge.build_backend", lambda spec: make_backend("char"))
     args = ["audit", "--config", "gptscore", "--aspects", "coherence", "--n-resamples", "200", "--out"]
     first = CliRunner().invoke(_cli(), [*args, str(tmp_path / "a")])
@@ -278,7 +278,7 @@ def test_cli_no_cache_ignores_the_judge_configs_own_sqlite_file(tmp_path, monkey
     """--no-cache scores everything afresh and keeps no sqlite file, even where the judge YAML names one."""
     from tiny_models import save_judge_config
 
-    monkeypatch.setattr("bias_audit.data.load_zhang2023", lambda path=None: _small_study())
+    monkeypatch.setattr("judge_reward.bias_audit.data.load_zhang2023", lambda path=None: _small_study())
     monkeypatch.setattr("judge_reward.judge.build_backend", lambda spec: make_backend("char"))
     own = tmp_path / "own.sqlite"
     judge_yaml = save_judge_config(tmp_path, aspects=["coherence"], cache={"path": str(own)})

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from bias_audit.data import DataError, load_held_out_articles, load_zhang2023, parse_preference
-from bias_audit.stats import PairedRows, StatsConfig, analyse, leave_one_out_agreement, majority
-from bias_audit.synthetic import SyntheticConfig, flag_rate, synthetic_rows
+from judge_reward.bias_audit.data import DataError, load_held_out_articles, load_zhang2023, parse_preference
+from judge_reward.bias_audit.stats import PairedRows, StatsConfig, analyse, leave_one_out_agreement, majority
+from judge_reward.bias_audit.synthetic import SyntheticConfig, flag_rate, synthetic_rows
 
 
 # -- data --------------------------------------------------------------------------------------

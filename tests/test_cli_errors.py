@@ -8,7 +8,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from judge_reward_cli import app
+from judge_reward.console import app
 
 
 @pytest.fixture(autouse=True)
@@ -309,7 +309,7 @@ def refuse(monkeypatch, target: str, what: str) -> None:
 
 @pytest.fixture
 def no_policy(monkeypatch):
-    refuse(monkeypatch, "trainers.policy.load_policy", "the policy was loaded")
+    refuse(monkeypatch, "judge_reward.trainers.policy.load_policy", "the policy was loaded")
 
 
 def test_train_run_and_reward_mistakes_before_any_model_loads(tmp_path, no_policy):

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from bias_audit.divergence import (  # noqa: E402
+from judge_reward.bias_audit.divergence import (  # noqa: E402
     DivergenceConfig,
     DivergenceMonitor,
     StepRecord,
@@ -32,7 +32,7 @@ def test_unsupported_share_counts_numbers_and_names_the_source_does_not_give():
 
 
 def test_completion_signals_unfinished_and_reference_overlap():
-    from bias_audit.divergence import rouge_l_scorer
+    from judge_reward.bias_audit.divergence import rouge_l_scorer
 
     rouge = rouge_l_scorer()
     done = completion_signals("Smith scored 3 goals for Leeds.", SOURCE, "Smith scored 3 goals for Leeds.", rouge)
@@ -155,10 +155,10 @@ def test_the_callback_watches_a_real_grpo_run(tmp_path):
     from tiny_models import make_backend, make_tokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from bias_audit.divergence import RewardDivergenceCallback
+    from judge_reward.bias_audit.divergence import RewardDivergenceCallback
     from judge_reward import Judge, JudgeConfig
-    from trainers import JudgeReward, JudgeRewardConfig
-    from trainers.policy import tiny_policy
+    from judge_reward.trainers import JudgeReward, JudgeRewardConfig
+    from judge_reward.trainers.policy import tiny_policy
 
     judge = Judge(JudgeConfig(aspects_file="summeval", aspects=["coherence"]), backend=make_backend("char"))
     reward = JudgeReward(judge, JudgeRewardConfig(normalise="none", guards={"injection": True}))
@@ -201,7 +201,7 @@ def test_watch_keeps_an_async_reward_async():
     import asyncio
     import inspect
 
-    from bias_audit.divergence import RewardDivergenceCallback
+    from judge_reward.bias_audit.divergence import RewardDivergenceCallback
 
     async def reward(prompts, completions, **kw):
         return [float(len(c)) for c in completions]

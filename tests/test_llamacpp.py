@@ -30,7 +30,7 @@ llama_cpp = pytest.importorskip(
 
 from judge_reward.backends.base import BackendError, CandidateRequest, ContinuationRequest  # noqa: E402
 from judge_reward.backends.openai_compat import OpenAIBackend, OpenAIBackendConfig  # noqa: E402
-from judge_reward.testing.servers import free_port  # noqa: E402
+from tests.doubles.servers import free_port  # noqa: E402
 
 pytestmark = pytest.mark.llamacpp
 

@@ -23,7 +23,7 @@ from judge_reward.backends.openai_compat import (
     _echo_shift_from_statistics,
 )
 from judge_reward.candidates import strip_token_space
-from judge_reward.testing.fake_openai import FAULT_KINDS, FakeModel, FakeOpenAIServer, FakeServerConfig, tokenize
+from tests.doubles.fake_openai import FAULT_KINDS, FakeModel, FakeOpenAIServer, FakeServerConfig, tokenize
 
 SCALE = tuple("12345")
 SLOT = "Rate the summary.\n- Coherence: "

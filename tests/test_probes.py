@@ -410,8 +410,8 @@ def test_probe_callback_gates_a_grpo_run(tmp_path, one_torch_thread, offline_wan
     from tiny_models import make_backend, make_tokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainers import JudgeReward, JudgeRewardConfig, ProbeCallback, ProbeGateError
-    from trainers.policy import tiny_policy
+    from judge_reward.trainers import JudgeReward, JudgeRewardConfig, ProbeCallback, ProbeGateError
+    from judge_reward.trainers.policy import tiny_policy
 
     judge = Judge(JudgeConfig(aspects_file="summeval", aspects=["coherence"]), backend=make_backend("char"))
     reward = JudgeReward(judge, JudgeRewardConfig(normalise="unit", guards={"injection": True}))
@@ -464,8 +464,8 @@ def test_probe_callback_does_not_pass_a_reward_it_could_not_measure():
     from tiny_models import make_backend
     from transformers import TrainerControl, TrainerState
 
-    from trainers import JudgeReward, JudgeRewardConfig, ProbeCallback, ProbeGateError
-    from trainers.testing import FaultyBackend
+    from judge_reward.trainers import JudgeReward, JudgeRewardConfig, ProbeCallback, ProbeGateError
+    from tests.doubles.faulty_backend import FaultyBackend
 
     broken = Judge(JudgeConfig(aspects_file="summeval", aspects=["coherence"], cache={"memory": False}),
                    backend=FaultyBackend(make_backend("char"), lambda k, text: True))

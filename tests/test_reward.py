@@ -1,6 +1,6 @@
 """One reward definition (judge_reward.reward) and its guards (judge_reward.guards).
 
-The same config gives the same number in-process (trainers.JudgeReward), at the command line
+The same config gives the same number in-process (judge_reward.trainers.JudgeReward), at the command line
 (``judge-reward score``'s ``reward`` field) and from the service (``/get_reward``); guards are named,
 visible terms; injected forms cannot reach a form-filling judge's slot.
 """
@@ -330,9 +330,9 @@ def test_repetition_counts_a_name_said_again_and_again():
 def test_every_config_section_uses_the_one_config_system():
     """Each config dataclass derives from Section: a bool is not a number anywhere, and the error
     names the section's path, the field and the value."""
-    from bias_audit.audit import AuditConfig
-    from bias_audit.monitor import RuleConfig, SelfReinforcementConfig
-    from bias_audit.stats import StatsConfig
+    from judge_reward.bias_audit.audit import AuditConfig
+    from judge_reward.bias_audit.monitor import RuleConfig, SelfReinforcementConfig
+    from judge_reward.bias_audit.stats import StatsConfig
     from judge_reward.backends.hf import HFBackendConfig
     from judge_reward.backends.openai_compat import OpenAIBackendConfig
     from judge_reward.cache import CacheConfig
@@ -344,10 +344,10 @@ def test_every_config_section_uses_the_one_config_system():
     from judge_reward.methods.gptscore import GPTScoreConfig
     from judge_reward.methods.rating import RatingConfig
     from judge_reward.service.config import ServiceConfig, ServiceRewardConfig
-    from trainers.pairs import PairLabelConfig
-    from trainers.policy import PolicyConfig
-    from trainers.reward import JudgeRewardConfig
-    from trainers.run import DataConfig, ProbeConfig, TrainRunConfig
+    from judge_reward.trainers.pairs import PairLabelConfig
+    from judge_reward.trainers.policy import PolicyConfig
+    from judge_reward.trainers.reward import JudgeRewardConfig
+    from judge_reward.trainers.run import DataConfig, ProbeConfig, TrainRunConfig
 
     sections = [AuditConfig, RuleConfig, SelfReinforcementConfig, StatsConfig, HFBackendConfig, OpenAIBackendConfig,
                 CacheConfig, CorrelationCallbackConfig, MetaEvalConfig, RougeConfig, GEvalConfig, GPTScoreConfig,
@@ -722,7 +722,7 @@ def test_value_echo_reward_is_the_same_in_process_at_the_cli_and_from_the_servic
     from judge_reward.metaeval.judging import judge_scores
     from judge_reward.service import ServiceConfig, create_app
     from judge_reward.service.server import ServerThread
-    from trainers.reward import JudgeReward
+    from judge_reward.trainers.reward import JudgeReward
 
     section = {"aspects": ["coherence", "fluency"], "normalise": "unit", "guards": {"value_echo": True, "injection": True}}
     path = save_judge_config(tmp_path, "char", method="geval", geval={"mode": "exact", "steps": "manual"},
@@ -766,7 +766,7 @@ def test_in_process_cli_and_service_rewards_agree(tmp_path):
     same config, in TRL's standard and conversational formats."""
     from judge_reward.service import ServiceConfig, create_app
     from judge_reward.service.server import ServerThread
-    from trainers.reward import JudgeReward
+    from judge_reward.trainers.reward import JudgeReward
 
     reward_section = {"aspects": ["coherence", "fluency"], "weights": {"coherence": 2, "fluency": 1},
                       "normalise": "unit", "guards": ALL_GUARDS}
@@ -799,7 +799,7 @@ def test_in_process_cli_and_service_rewards_agree(tmp_path):
 
 
 def test_per_aspect_rewards_and_the_guard_function_add_up_to_the_reward():
-    from trainers.reward import JudgeReward, JudgeRewardConfig
+    from judge_reward.trainers.reward import JudgeReward, JudgeRewardConfig
 
     judge = tiny_judge(reward={"normalise": "none", "guards": ALL_GUARDS})
     whole = JudgeReward(judge)
@@ -1295,7 +1295,7 @@ def test_ending_judge_mode_asks_the_judge_only_about_endings_no_text_rule_decide
 
 
 def test_ending_judge_mode_failure_is_a_none_reward_with_its_reason():
-    from trainers.testing import FaultyBackend
+    from tests.doubles.faulty_backend import FaultyBackend
 
     # only the sentence-end question fails (its prompt holds the article; a scored continuation does not)
     backend = FaultyBackend(make_backend("char"), lambda k, text: text.rstrip().endswith("bridge") and "TL;DR" in text)

@@ -172,8 +172,8 @@ def test_scoreboard_callback_gates_a_grpo_run(tmp_path, fixture_set, one_torch_t
     from trl import GRPOConfig, GRPOTrainer
 
     from judge_reward import Judge, JudgeConfig
-    from trainers import JudgeReward, JudgeRewardConfig, ScoreboardCallback, ScoreboardGateError
-    from trainers.policy import tiny_policy
+    from judge_reward.trainers import JudgeReward, JudgeRewardConfig, ScoreboardCallback, ScoreboardGateError
+    from judge_reward.trainers.policy import tiny_policy
 
     data, refs = fixture_set
     data = data.first_groups(2)
@@ -210,7 +210,7 @@ def test_the_served_geval_config_runs_the_scoreboard_against_the_openai_protocol
     """`geval_served` (G-Eval for a served instruct judge) end to end over HTTP: the loopback server
     speaks the OpenAI completions protocol with log-probabilities, as vLLM does."""
     from judge_reward.judge import Judge, JudgeConfig
-    from judge_reward.testing.fake_openai import FakeOpenAIServer
+    from tests.doubles.fake_openai import FakeOpenAIServer
 
     data, refs = fixture_set
     with FakeOpenAIServer() as server:

@@ -471,7 +471,7 @@ def test_reward_function_none_on_failures(reference_judge):
     assert info.value.status == 422 and bad.client.retried == 0  # a 4xx is not retried
     assert refused == [None] and "unknown aspect 'nope'" in next(iter(bad.failures))
     assert mixed[0] is not None and mixed[1] is None
-    # One reward definition: a one-aspect reward reports the judge's reason as it is (trainers.reward does the same).
+    # One reward definition: a one-aspect reward reports the judge's reason as it is (judge_reward.trainers.reward does the same).
     assert per_item.failures == {"output: empty text cannot be judged": 1}
     assert extra["judge_service_failure"] == ["", "output: empty text cannot be judged"]
 

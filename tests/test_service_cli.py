@@ -15,7 +15,7 @@ import pytest
 
 from judge_reward.judge import Judge
 from judge_reward.methods.base import Item
-from judge_reward.testing.servers import free_port, wait_ready
+from tests.doubles.servers import free_port, wait_ready
 from tiny_models import make_model, make_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]

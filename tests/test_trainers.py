@@ -18,9 +18,9 @@ from datasets import Dataset
 from tiny_models import make_backend, make_tokenizer
 
 from judge_reward import ConfigError, Item, Judge, JudgeConfig
-from trainers.policy import CHAT_TEMPLATE, tiny_policy
-from trainers.reward import AsyncJudgeReward, JudgeReward, JudgeRewardConfig, message_text
-from trainers.testing import FaultyBackend
+from judge_reward.trainers.policy import CHAT_TEMPLATE, tiny_policy
+from judge_reward.trainers.reward import AsyncJudgeReward, JudgeReward, JudgeRewardConfig, message_text
+from tests.doubles.faulty_backend import FaultyBackend
 from judge_reward.wandb_offline import finish_run, read_history
 
 trl = pytest.importorskip("trl")
@@ -246,7 +246,7 @@ def test_per_aspect_functions_share_one_judge_call():
 def test_reward_functions_are_picklable_and_work_after_unpickling(tmp_path):
     """Reward classes are picklable (multiprocessing, deep copies, checkpointing a trainer's pieces):
     the locks, sqlite connection and HTTP clients inside are made afresh by the copy."""
-    from judge_reward.testing.fake_openai import FakeOpenAIServer, FakeServerConfig
+    from tests.doubles.fake_openai import FakeOpenAIServer, FakeServerConfig
 
     config = JudgeConfig(aspects_file="summeval", aspects=["coherence", "fluency"], method="gptscore",
                          cache={"memory": True, "path": str(tmp_path / "cache.sqlite")})
@@ -353,7 +353,7 @@ def grpo_with_a_correlation_probe(tmp_path, sample_data, logging_steps: int, rep
     from trl import GRPOConfig, GRPOTrainer
 
     from judge_reward.metaeval import load_summeval
-    from trainers.callbacks import CorrelationCallback, CorrelationCallbackConfig
+    from judge_reward.trainers.callbacks import CorrelationCallback, CorrelationCallbackConfig
 
     model, tok = policy_and_tokenizer()
     judge = tiny_judge()
@@ -443,7 +443,7 @@ def test_rloo_with_one_geval_reward_per_aspect_and_conversational_prompts(tmp_pa
 def test_async_rewards_run_concurrently_in_grpo_against_a_real_http_judge(tmp_path):
     from trl import GRPOConfig, GRPOTrainer
 
-    from judge_reward.testing.fake_openai import FakeOpenAIServer, FakeServerConfig
+    from tests.doubles.fake_openai import FakeOpenAIServer, FakeServerConfig
 
     spans: dict[str, list[tuple[float, float]]] = {}
 

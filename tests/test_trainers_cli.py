@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from judge_reward import ConfigError, Judge, JudgeConfig
 from judge_reward.aspects import CONFIG_DIR
-from judge_reward_cli import app
-from trainers.run import TrainRunConfig, load_prompts, run_training
+from judge_reward.console import app
+from judge_reward.trainers.run import TrainRunConfig, load_prompts, run_training
 
 trl = pytest.importorskip("trl")
 pytestmark = pytest.mark.skipif(not trl.__version__.startswith("1.16"), reason="pinned to TRL 1.16")
@@ -161,7 +161,7 @@ def test_train_grpo_command_with_the_embedded_judge(tmp_path, monkeypatch, sampl
 def test_label_pairs_can_sample_the_candidates_from_a_policy(tmp_path, monkeypatch):
     from tiny_models import make_tokenizer
 
-    from trainers.policy import tiny_policy
+    from judge_reward.trainers.policy import tiny_policy
 
     monkeypatch.setattr(Judge, "from_config", classmethod(config_on_a_tiny_model))
     tok = make_tokenizer("bpe")
@@ -185,7 +185,7 @@ def test_label_pairs_can_sample_the_candidates_from_a_policy(tmp_path, monkeypat
 def test_completion_samples_print_the_article_on_one_line(capsys):
     from trl.trainer import grpo_trainer
 
-    from trainers.run import print_completion_samples, readable_completion_samples
+    from judge_reward.trainers.run import print_completion_samples, readable_completion_samples
 
     capsys.readouterr()  # what importing TRL printed
     article = " ".join(f"word{i}" for i in range(300))

@@ -8,11 +8,11 @@ from datasets import Dataset
 from tiny_models import make_backend, make_tokenizer
 
 from judge_reward import ConfigError, Item, Judge, JudgeConfig
-from trainers.callbacks import attach_judge_metrics
-from trainers.pairs import PairLabelConfig, label_pairs
-from trainers.policy import CHAT_TEMPLATE, tiny_policy
-from trainers.reward import AsyncJudgeReward, JudgeRewardConfig
-from trainers.testing import FaultyBackend
+from judge_reward.trainers.callbacks import attach_judge_metrics
+from judge_reward.trainers.pairs import PairLabelConfig, label_pairs
+from judge_reward.trainers.policy import CHAT_TEMPLATE, tiny_policy
+from judge_reward.trainers.reward import AsyncJudgeReward, JudgeRewardConfig
+from tests.doubles.faulty_backend import FaultyBackend
 from judge_reward.wandb_offline import finish_run, read_history
 
 trl = pytest.importorskip("trl")
@@ -170,7 +170,7 @@ def test_dpo_trains_on_judge_labelled_pairs(tmp_path, wandb_offline):
 
 
 def test_online_dpo_with_the_judge_logs_metrics_and_failed_rewards_lose(tmp_path, wandb_offline):
-    from trainers.online_dpo import JudgeOnlineDPOTrainer, OnlineDPOConfig
+    from judge_reward.trainers.online_dpo import JudgeOnlineDPOTrainer, OnlineDPOConfig
 
     tok = make_tokenizer("bpe")
     tok.chat_template = CHAT_TEMPLATE

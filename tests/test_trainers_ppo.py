@@ -14,10 +14,10 @@ from datasets import Dataset
 from tiny_models import make_backend, make_tokenizer
 
 from judge_reward import Item, Judge, JudgeConfig
-from trainers.policy import tiny_policy
-from trainers.ppo import JudgeRewardModel
-from trainers.reward import JudgeReward, JudgeRewardConfig
-from trainers.testing import FaultyBackend
+from judge_reward.trainers.policy import tiny_policy
+from judge_reward.trainers.ppo import JudgeRewardModel
+from judge_reward.trainers.reward import JudgeReward, JudgeRewardConfig
+from tests.doubles.faulty_backend import FaultyBackend
 
 trl = pytest.importorskip("trl")
 from trl.experimental.utils import get_reward  # noqa: E402  (both 1.12 and 1.16 ship it)
@@ -120,7 +120,7 @@ def test_ppo_trains_with_the_judge_reward_model(tmp_path, monkeypatch):
     from transformers import AutoModelForSequenceClassification
     from trl.experimental.ppo import PPOConfig, PPOTrainer
 
-    from trainers.callbacks import attach_judge_metrics
+    from judge_reward.trainers.callbacks import attach_judge_metrics
     from judge_reward.wandb_offline import finish_run, read_history
 
     monkeypatch.setenv("WANDB_MODE", "offline")

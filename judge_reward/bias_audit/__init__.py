@@ -29,7 +29,7 @@ _EXPORTS = {
 
 def __getattr__(name: str):
     if name not in _EXPORTS:
-        raise AttributeError(f"module 'bias_audit' has no attribute {name!r}")
+        raise AttributeError(f"module 'judge_reward.bias_audit' has no attribute {name!r}")
     value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
     globals()[name] = value
     return value

@@ -7,7 +7,7 @@ format as the prompt (text, or chat messages with the completions as assistant t
 
 Two ways to judge:
 
-* ``pointwise``: every candidate gets a reward (:class:`~trainers.reward.JudgeReward`, by default
+* ``pointwise``: every candidate gets a reward (:class:`~judge_reward.trainers.reward.JudgeReward`, by default
   the judge config's own reward with its guards); chosen is the best, rejected the worst, if they differ by at least
   ``min_margin`` (in reward units).
 * ``pairwise``: a judge aspect that rates two candidates shown together (``1`` = the first is much
@@ -326,7 +326,7 @@ class PairLabeler:
         return s
 
     def drain_metrics(self) -> dict[str, float]:
-        """The summary as ``judge/pairs/*`` metrics, once (for :class:`~trainers.callbacks.JudgeMetricsCallback`,
+        """The summary as ``judge/pairs/*`` metrics, once (for :class:`~judge_reward.trainers.callbacks.JudgeMetricsCallback`,
         so a DPO run's W&B log records how its pairs were labelled)."""
         if self._drained:
             return {}

@@ -488,7 +488,7 @@ class RewardDivergenceCallback(TrainerCallback):
 
 def reward_scorer(reward_fn) -> Callable:
     """``score(texts, sources) -> [float | None]`` with the reward behind ``reward_fn``: a
-    ``judge_reward.Reward`` (or a ``trainers.JudgeReward``'s, called directly so the trainer's
+    ``judge_reward.Reward`` (or a ``judge_reward.trainers.JudgeReward``'s, called directly so the trainer's
     logs and failure counts see only the training batches), else the TRL reward function itself."""
     from judge_reward import Item
 
@@ -500,7 +500,7 @@ def reward_scorer(reward_fn) -> Callable:
 
 def _judge_alone(reward_fn, n: int) -> list[float | None] | None:
     """The judge's value before guards, per completion of the last batch, when ``reward_fn`` is a
-    ``trainers.JudgeReward`` with guards (without guards it is the reward itself: no second signal)."""
+    ``judge_reward.trainers.JudgeReward`` with guards (without guards it is the reward itself: no second signal)."""
     scorer = getattr(reward_fn, "scorer", None)
     reward = getattr(reward_fn, "reward", None)
     last = getattr(scorer, "_last", None)

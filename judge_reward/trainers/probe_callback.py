@@ -59,7 +59,7 @@ class ProbeCallback(TrainerCallback):
     """Run the probe suite once before the first step; log the table; with ``stop_on_fail``, raise
     :class:`ProbeGateError` when a family's win rate is above ``max_win_rate``.
 
-    ``reward``: the trainer's :class:`~trainers.reward.JudgeReward` (or its per-aspect list, or a
+    ``reward``: the trainer's :class:`~judge_reward.trainers.reward.JudgeReward` (or its per-aspect list, or a
     :class:`Reward`); ``pairs``: real source/output pairs (:func:`judge_reward.probes.load_pairs`).
     The table goes to the log (and stderr); with ``out_dir`` the JSON, markdown and figure are
     written there; when a W&B run is active the tables and ``probes/<family>/win_rate`` go to it.

@@ -1,20 +1,20 @@
 """TRL integration: the judge as a reward for GRPO, RLOO, OnlineDPO, DPO (labelled pairs) and PPO.
 
-Public API (one file per integration, imported lazily so ``import trainers`` stays cheap and
+Public API (one file per integration, imported lazily so ``import judge_reward.trainers`` stays cheap and
 does not need TRL's optional trainers until they are used):
 
 * :class:`JudgeReward`, :class:`AsyncJudgeReward`, :class:`JudgeRewardConfig`: reward functions
-  for ``reward_funcs`` (``trainers/reward.py``);
-* :class:`JudgeOnlineDPOTrainer` (``trainers/online_dpo.py``);
-* :class:`JudgeRewardModel`: the PPO reward-model adapter (``trainers/ppo.py``);
+  for ``reward_funcs`` (``judge_reward/trainers/reward.py``);
+* :class:`JudgeOnlineDPOTrainer` (``judge_reward/trainers/online_dpo.py``);
+* :class:`JudgeRewardModel`: the PPO reward-model adapter (``judge_reward/trainers/ppo.py``);
 * :func:`label_pairs`, :class:`PairLabelConfig`: judge-labelled preference pairs for DPO
-  (``trainers/pairs.py``);
+  (``judge_reward/trainers/pairs.py``);
 * :class:`JudgeMetricsCallback`, :func:`attach_judge_metrics`, :class:`CorrelationCallback`
-  (``trainers/callbacks.py``);
+  (``judge_reward/trainers/callbacks.py``);
 * :class:`ProbeCallback`, :class:`ProbeGateError`: reward-hacking probes before the first step
-  (``trainers/probe_callback.py``);
+  (``judge_reward/trainers/probe_callback.py``);
 * :class:`ScoreboardCallback`, :class:`ScoreboardGateError`: the validity and robustness scoreboard
-  before the first step (``trainers/scoreboard_callback.py``).
+  before the first step (``judge_reward/trainers/scoreboard_callback.py``).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ protocol) with the real ``openai`` client over a real socket, without a model or
     with FakeOpenAIServer(FakeServerConfig(latency_s=0.2)) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="x")
 
-It listens on 127.0.0.1 only, on a free port, in a background thread, and stops when the ``with``
-block ends. Endpoints: ``POST /v1/completions`` (``logprobs``, ``echo``, vLLM's
+It listens on 127.0.0.1 only, on a free port (or the one given), in a background thread, and stops
+when the ``with`` block ends. Endpoints: ``POST /v1/completions`` (``logprobs``, ``echo``, vLLM's
 ``prompt_logprobs``, ``n``, ``stop``, ``seed``), ``POST /v1/chat/completions`` (``logprobs``,
 ``top_logprobs``), ``GET /v1/models`` and llama-cpp-python's ``/extras/tokenize``,
 ``/extras/tokenize/count`` and ``/extras/detokenize``.
@@ -29,6 +29,12 @@ Faults are chosen per request by a marker in the prompt, or for every request by
 * :class:`FakeServerConfig` sets the same things for every request, plus server "personalities":
   no echo, vLLM ``prompt_logprobs``, llama.cpp's echo shift for models without a BOS token,
   llama.cpp started without ``--logits_all``, and servers that reject or ignore ``n > 1``.
+
+It is a test double kept in the repository (``tests/doubles``), not in the installed package. From
+the root of a clone it also runs in the foreground as a stand-in for a vLLM server (Ctrl-C stops it)::
+
+    python -m tests.doubles.fake_openai --port 8000
+    # READY http://127.0.0.1:8000/v1
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Optional
 
-from ..config import Section
+from judge_reward.config import Section
 
 FAULT_KINDS = (
     "429",  # rate limited, with Retry-After when configured
@@ -285,8 +291,9 @@ class _Reject(Exception):
 class FakeOpenAIServer:
     """The server as a context manager: ``with FakeOpenAIServer(cfg) as s: s.base_url``."""
 
-    def __init__(self, config: FakeServerConfig | None = None, model: FakeModel | None = None):
+    def __init__(self, config: FakeServerConfig | None = None, model: FakeModel | None = None, port: int = 0):
         self.config = config or FakeServerConfig()
+        self._port = port
         self.model = model or FakeModel()
         self.log: list[LoggedRequest] = []
         self._lock = threading.Lock()
@@ -301,7 +308,7 @@ class FakeOpenAIServer:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> "FakeOpenAIServer":
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)  # port 0: the OS picks a free port
+        self._httpd = _Server(("127.0.0.1", self._port), _Handler)  # port 0: the OS picks a free port
         self._httpd.owner = self
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name="fake-openai"
@@ -619,18 +626,28 @@ def _error(message: str, param: str | None = None, code: str | None = None) -> d
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the fake server in its own process (the benchmark does, so client and server do not share
-    a GIL). Prints ``READY <base_url>`` and serves until killed or ``--max-seconds`` pass."""
+    """Run the fake server in its own process, in the foreground (the benchmark does, so client and
+    server do not share a GIL; a README walkthrough does, as a stand-in for vLLM). Prints
+    ``READY <base_url>`` and serves until killed, Ctrl-C or ``--max-seconds`` pass."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m judge_reward.testing.fake_openai")
+    ap = argparse.ArgumentParser(prog="python -m tests.doubles.fake_openai",
+                                 description="A fake OpenAI-compatible server on 127.0.0.1 (deterministic answers, "
+                                             "injectable faults). Run from the root of a clone.")
+    ap.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: a free one)")
+    ap.add_argument("--model", default=FakeServerConfig.model, help="the model name /v1/models reports")
     ap.add_argument("--latency", type=float, default=0.0, help="seconds every answer waits")
     ap.add_argument("--fault", choices=FAULT_KINDS, default=None, help="apply this fault to every request")
-    ap.add_argument("--max-seconds", type=float, default=600.0, help="stop after this long (bounded by design)")
+    ap.add_argument("--max-seconds", type=float, default=600.0,
+                    help="stop after this long (bounded by design; 0: until killed)")
     args = ap.parse_args(argv)
-    with FakeOpenAIServer(FakeServerConfig(latency_s=args.latency, fault=args.fault)) as server:
+    cfg = FakeServerConfig(model=args.model, latency_s=args.latency, fault=args.fault)
+    with FakeOpenAIServer(cfg, port=args.port) as server:
         print(f"READY {server.base_url}", flush=True)
-        server._stopping.wait(args.max_seconds)
+        try:
+            server._stopping.wait(args.max_seconds if args.max_seconds > 0 else None)
+        except KeyboardInterrupt:
+            pass
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ class DataConfig(Section):
 
 @dataclass
 class ProbeConfig(Section):
-    """A human-rated probe set for :class:`~trainers.callbacks.CorrelationCallback`."""
+    """A human-rated probe set for :class:`~judge_reward.trainers.callbacks.CorrelationCallback`."""
 
     section_path: ClassVar[str] = "probe"
 

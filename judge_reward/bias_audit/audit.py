@@ -85,7 +85,7 @@ class AuditConfig(Section):
     chunk_articles: PositiveInt = 8
     """Articles per judge call (progress granularity; each article's summaries stay together)."""
     stats: dict = field(default_factory=dict)
-    """:class:`~bias_audit.stats.StatsConfig` fields (a mapping, so that overrides can be merged in;
+    """:class:`~judge_reward.bias_audit.stats.StatsConfig` fields (a mapping, so that overrides can be merged in;
     :attr:`stats_config` is the section)."""
     wandb: dict = field(default_factory=dict)
     """:class:`WandbConfig` fields (a mapping; :attr:`wandb_config` is the section)."""

@@ -1,4 +1,4 @@
-"""``judge-reward train`` and ``judge-reward label-pairs`` (registered in the top-level judge_reward_cli.py).
+"""``judge-reward train`` and ``judge-reward label-pairs`` (registered in judge_reward/console.py).
 
 Heavy imports (torch, TRL) happen inside the commands so ``judge-reward --help`` stays fast.
 """

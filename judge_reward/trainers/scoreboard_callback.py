@@ -46,7 +46,7 @@ class ScoreboardCallback(TrainerCallback):
     :class:`ScoreboardGateError` when a gate given fails (with ``stop_on_fail``).
 
     Args:
-        reward: the trainer's :class:`~trainers.reward.JudgeReward` (or its per-aspect list, or a Reward).
+        reward: the trainer's :class:`~judge_reward.trainers.reward.JudgeReward` (or its per-aspect list, or a Reward).
         dataset: a human-rated :class:`~judge_reward.metaeval.datasets.MetaEvalDataset`.
         references: group -> human references (for ROUGE and the attacks); None: no attacks.
         settings: how much of the data each part reads (:class:`~judge_reward.scoreboard.ScoreboardSettings`).

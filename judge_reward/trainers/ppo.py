@@ -7,7 +7,7 @@ passes the last hidden states through ``model.score`` and reads the value at eac
 response token. :class:`JudgeRewardModel` fits that shape:
 
 * its backbone decodes each row's real tokens with the *policy* tokenizer, splits prompt from
-  response, asks the judge (through a :class:`~trainers.reward.JudgeReward`), and returns the
+  response, asks the judge (through a :class:`~judge_reward.trainers.reward.JudgeReward`), and returns the
   reward broadcast over the sequence as a ``(batch, length, 1)`` "hidden state" (TRL 1.12 reads
   ``hidden_states[-1]``, 1.16 reads ``last_hidden_state``; both are set);
 * ``score`` is the identity, so get_reward's index picks the judge's reward.

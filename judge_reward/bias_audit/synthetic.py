@@ -7,7 +7,7 @@ noise and call it a tie inside a band (about 20% ties, as in the data). The judg
 qualities through its own noise, plus an optional bias towards the LLM text, an optional length
 effect, or it simply always prefers the LLM text.
 
-``python -m bias_audit.synthetic`` prints the self-preference flag's false-positive rate and power.
+``python -m judge_reward.bias_audit.synthetic`` prints the self-preference flag's false-positive rate and power.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """OnlineDPO (``trl.experimental.online_dpo``, TRL 1.16) with the judge in ``reward_funcs``.
 
-``OnlineDPOTrainer`` works with a plain :class:`~trainers.reward.JudgeReward` as it is. Two things
+``OnlineDPOTrainer`` works with a plain :class:`~judge_reward.trainers.reward.JudgeReward` as it is. Two things
 in its reward path do not fit a judge, and :class:`JudgeOnlineDPOTrainer` changes only those:
 
 * It passes reward functions no ``log_metric``, so judge latency, failures and G-Eval mass never

@@ -1,7 +1,7 @@
 """Trainer callbacks: judge metrics for trainers without ``log_metric``, and judge-human correlation.
 
-* :class:`JudgeMetricsCallback` puts the metrics a :class:`~trainers.reward.JudgeReward` (or a
-  PPO :class:`~trainers.ppo.JudgeRewardModel`) recorded since the last log row into that row,
+* :class:`JudgeMetricsCallback` puts the metrics a :class:`~judge_reward.trainers.reward.JudgeReward` (or a
+  PPO :class:`~judge_reward.trainers.ppo.JudgeRewardModel`) recorded since the last log row into that row,
   for trainers that do not hand reward functions a ``log_metric`` (PPO, a plain OnlineDPO).
   GRPO and RLOO need no callback. Reporting callbacks (W&B) run in the order they were added and
   TRL adds them first, so use :func:`attach_judge_metrics`, which puts this callback in front.
