@@ -39,10 +39,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .aspects import Aspect
+from .bootstrap import cluster_bootstrap, group_sums
 from .candidates import format_value
 from .data import read_data_text
 from .metaeval.datasets import DatasetError, _record, _text_field
-from .metaeval.significance import group_draws, percentile_interval
 from .methods.base import Item
 from .prompts.geval import FORM_HEADING
 
@@ -607,10 +607,12 @@ def _ci(sums: np.ndarray, counts: np.ndarray, value: float | None, n_boot: int, 
     """Percentile bootstrap interval of sum/count, resampling clusters (rows of ``sums``/``counts``)."""
     if value is None or n_boot <= 0 or not len(sums):
         return [None, None]
-    draws = group_draws(len(sums), n_boot, seed)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        samples = sums[draws].sum(1) / counts[draws].sum(1)
-    interval = percentile_interval(value, samples, confidence)
+
+    def ratio(draws: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return group_sums(sums, draws) / group_sums(counts, draws)
+
+    interval, _ = cluster_bootstrap(ratio, len(sums), value, n_boot, confidence, seed)
     return [None if math.isnan(interval.low) else interval.low, None if math.isnan(interval.high) else interval.high]
 
 
