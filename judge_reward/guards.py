@@ -37,6 +37,7 @@ from .config import (  # noqa: F401 (ConfigError re-exported)
     Weight,
     build_section,
 )
+from .wordlists import function_words
 
 WORD = re.compile(r"\w+", re.UNICODE)
 TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -287,20 +288,11 @@ def overused_share(text_words: Sequence[str], max_uses: int, min_chars: int = 4)
     return sum(max(0, c - max_uses) for c in counts.values()) / total if total else 0.0
 
 
-# Common English words of four letters or more that carry no content (grounding's default min_chars,
-# 4, already leaves the shorter ones out): every source has them, so a sentence of generic prose
-# built from them ("more details may come to light over time") would pass as grounded if they
+# Words that carry no content (judge_reward/wordlists/function_words.yaml; grounding's default
+# min_chars, 4, already leaves the shorter ones out): every source has them, so a sentence of generic
+# prose built from them ("more details may come to light over time") would pass as grounded if they
 # counted (reward.guards.grounding.skip_function_words).
-FUNCTION_WORDS = frozenset("""
-about above across after again against almost along already also although always among another
-around because been before behind being below besides between beyond both cannot could does down
-during each either else enough even ever every from further have having here however into just least
-less many maybe might more most much must never none often once only onto other others otherwise
-over perhaps quite rather really same several shall should since some still such than that their
-theirs them themselves then there these they this those though through thus toward towards under
-until upon very well were what whatever when where whether which while whom whose will with within
-without would your yours
-""".split())
+FUNCTION_WORDS = function_words("en")
 
 
 def is_content_word(word: str, min_chars: int, skip_function_words: bool = False) -> bool:
@@ -365,13 +357,6 @@ def unsupported_spans(text: str, source_words: set, min_chars: int, threshold: f
                                                                      skip_function_words) if flagged]
 
 
-# Closed-class English words shorter than four letters (:data:`FUNCTION_WORDS` holds the longer
-# ones): what joins the words of a sentence, and what a list of names or keywords does without.
-SHORT_FUNCTION_WORDS = frozenset("""
-a am an and any are as at be but by can did do for had has he her him his how i if in is it its
-may me my no nor not now of off on one or our out own she so the too two up us was we who why yet
-you all few let per put say see set via
-""".split())
 LIST_SEPARATOR = re.compile(r"\s*(?:[,;:/&|\u2022\u00b7]|\s-\s|\band\b|\bor\b)\s*", re.I)
 
 
@@ -386,7 +371,7 @@ def is_bare_list(sentence: str, min_items: int, max_item_words: int) -> bool:
         found = WORD.findall(piece)
         if not found:
             continue
-        if any(w.lower() in SHORT_FUNCTION_WORDS or w.lower() in FUNCTION_WORDS for w in found):
+        if any(w.lower() in FUNCTION_WORDS for w in found):
             return False
         if len(found) <= max_item_words:
             items += 1

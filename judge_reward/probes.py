@@ -42,6 +42,7 @@ from .aspects import Aspect
 from .bootstrap import cluster_bootstrap, group_sums
 from .candidates import format_value
 from .data import read_data_text
+from .wordlists import function_words
 from .metaeval.datasets import DatasetError, _record, _text_field
 from .methods.base import Item
 from .prompts.geval import FORM_HEADING
@@ -55,11 +56,6 @@ __all__ = [
 # -- the texts the builders work on ---------------------------------------------------------------
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
-STOPWORDS = frozenset(
-    "that this with have from were their there they them been after which would could should about into "
-    "said says also when what where while than then more most some other over such only just very will "
-    "your because before being both each does doing here these those under until upon".split()
-)
 
 
 def sentences(text: str) -> list[str]:
@@ -71,7 +67,7 @@ def _content_word(token: str) -> str | None:
     """The token without its punctuation when it is a content word (alphabetic, four letters or
     more, not a function word), else ``None``."""
     word = token.strip("\"'`.,;:!?()[]{}")
-    return word if len(word) >= 4 and word.isalpha() and word.lower() not in STOPWORDS else None
+    return word if len(word) >= 4 and word.isalpha() and word.lower() not in function_words("en") else None
 
 
 def content_words(text: str) -> list[str]:
