@@ -18,6 +18,7 @@ separates words, any task and any aspect file; none is tuned to a probe's wordin
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import unicodedata
@@ -37,11 +38,11 @@ from .config import (  # noqa: F401 (ConfigError re-exported)
     Weight,
     build_section,
 )
+from .sentences import sentence_spans
 from .wordlists import function_words
 
 WORD = re.compile(r"\w+", re.UNICODE)
 TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-SPAN = re.compile(r"[^\n.!?]*(?:[.!?]+|\n|$)")  # a sentence or a line, with its closing marks
 
 
 def words(text: str) -> list[str]:
@@ -318,17 +319,17 @@ MIN_SENTENCE_CONTENT = 3  # a sentence with fewer content words says too little 
 
 def _sentence_verdicts(text: str, source_words: set, min_chars: int, threshold: float,
                        skip_function_words: bool = False):
-    """Each sentence or line of ``text``: its match, its number of content words, and whether it is
-    unsupported (see :func:`unsupported_sentence_share`)."""
-    for match in SPAN.finditer(text):
-        sentence = words(match.group(0))
+    """Each sentence or line of ``text`` (:func:`~judge_reward.sentences.sentence_spans`): its span,
+    its number of content words, and whether it is unsupported (see :func:`unsupported_sentence_share`)."""
+    for span in sentence_spans(text):
+        sentence = words(text[span[0]:span[1]])
         size = content_words(sentence, min_chars)  # what the sentence weighs in the share
         # the verdict reads only the words that can show grounding (function words are everywhere)
         evidence = content_words(sentence, min_chars, skip_function_words)
         new = sum(w not in source_words for w in evidence)
         unsupported = bool(evidence) and (new / len(evidence) > threshold if len(evidence) >= MIN_SENTENCE_CONTENT
                                           else new == len(evidence))
-        yield match, len(size), unsupported
+        yield span, len(size), unsupported
 
 
 def unsupported_sentence_share(text: str, source_words: set, min_chars: int, threshold: float,
@@ -342,19 +343,19 @@ def unsupported_sentence_share(text: str, source_words: set, min_chars: int, thr
     alone: nearly all of its words are new.
     """
     total, unsupported, found = 0, 0, []
-    for match, size, flagged in _sentence_verdicts(text, source_words, min_chars, threshold, skip_function_words):
+    for (a, b), size, flagged in _sentence_verdicts(text, source_words, min_chars, threshold, skip_function_words):
         total += size
         if flagged:
             unsupported += size
-            found.append(match.group(0).strip())
+            found.append(text[a:b].strip())
     return (unsupported / total if total else 0.0), found
 
 
 def unsupported_spans(text: str, source_words: set, min_chars: int, threshold: float,
                       skip_function_words: bool = False) -> list[tuple[int, int]]:
     """Character spans of the unsupported sentences of ``text`` (:func:`unsupported_sentence_share`)."""
-    return [match.span() for match, _, flagged in _sentence_verdicts(text, source_words, min_chars, threshold,
-                                                                     skip_function_words) if flagged]
+    return [span for span, _, flagged in _sentence_verdicts(text, source_words, min_chars, threshold,
+                                                             skip_function_words) if flagged]
 
 
 LIST_SEPARATOR = re.compile(r"\s*(?:[,;:/&|\u2022\u00b7]|\s-\s|\band\b|\bor\b)\s*", re.I)
@@ -396,8 +397,8 @@ def bare_list_share(text: str, min_items: int, max_item_words: int) -> tuple[flo
             found.append(" / ".join(line.strip() for line in run))
         run.clear()
 
-    for match in SPAN.finditer(text):
-        span = match.group(0)
+    for a, b in sentence_spans(text):
+        span = text[a:b]
         n = len(words(span))
         total += n
         if not n:
@@ -406,7 +407,7 @@ def bare_list_share(text: str, min_items: int, max_item_words: int) -> tuple[flo
             close_run()
             listed += n
             found.append(span.strip())
-        elif span.endswith("\n") or match.end() == len(text):
+        elif span.endswith("\n") or b == len(text):
             if is_bare_list(span, 1, max_item_words):
                 run.append(span)
             else:
@@ -418,9 +419,14 @@ def bare_list_share(text: str, min_items: int, max_item_words: int) -> tuple[flo
 
 
 def without_sentences(text: str, sentences: Sequence[str]) -> str:
-    """``text`` without the given sentences (as :data:`SPAN` cuts them, stripped)."""
+    """``text`` without the given sentences (as :func:`~judge_reward.sentences.sentence_spans` cuts
+    them, stripped); a dropped sentence's line break stays."""
     drop = set(sentences)
-    return "".join(m.group(0) for m in SPAN.finditer(text) if m.group(0).strip() not in drop)
+    kept = []
+    for a, b in sentence_spans(text):
+        span = text[a:b]
+        kept.append(span if span.strip() not in drop else ("\n" if span.endswith("\n") else ""))
+    return "".join(kept)
 
 
 # -- configs ----------------------------------------------------------------------------------------
@@ -1073,7 +1079,7 @@ def _neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]
         if heading is not None and heading.group(0).strip():
             removed.append(heading.group(0).strip())  # "Summary:" on its own line, or before the text on it
             line = line[heading.end():]
-        spans = SPAN.findall(line)
+        spans = [line[a:b] for a, b in sentence_spans(line)]
         if not any(patterns.search(span) for span in spans) and len(words(line)) <= SHORT_LINE_WORDS and patterns.search(line):
             spans = [line]
         for span in spans:
@@ -1137,11 +1143,21 @@ class SourceStats:
 
     @functools.cached_property
     def sentence_final(self) -> set[int]:
-        """Word indices after which a sentence ends (the next word comes after ". ! ?"); computed on
-        first use, by the ending guard's cut mode only."""
-        found = list(WORD.finditer(self._source.lower()))
-        return {k for k, m in enumerate(found)
-                if re.search(r"[.!?]", self._source[m.end():found[k + 1].start() if k + 1 < len(found) else None])}
+        """Word indices after which a sentence ends (:func:`~judge_reward.sentences.sentence_spans`:
+        "U.S." or "Mr." inside a sentence does not end it, a line break does; the last word when the
+        source ends as a finished sentence); computed on first use, by the ending guard's cut mode only."""
+        lowered = self._source.lower()
+        text = self._source if len(lowered) == len(self._source) else lowered  # positions must match
+        found = list(WORD.finditer(lowered))
+        cuts = [b for _, b in sentence_spans(text)[:-1]]  # where one sentence ends and the next begins
+        final = set()
+        for k, m in enumerate(found[:-1]):
+            i = bisect.bisect_left(cuts, m.end())  # the first cut after the word
+            if i < len(cuts) and cuts[i] <= found[k + 1].start():
+                final.add(k)
+        if found and ends_complete(self._source):
+            final.add(len(found) - 1)
+        return final
 
     def stops_mid_sentence(self, text_words: Sequence[str], k: int = 4) -> bool:
         """Whether the last ``k`` words of a text follow the source word for word and, wherever they

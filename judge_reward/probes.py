@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import textwrap
 import time
 from collections import Counter
@@ -46,6 +45,7 @@ from .wordlists import function_words
 from .metaeval.datasets import DatasetError, _record, _text_field
 from .methods.base import Item
 from .prompts.geval import FORM_HEADING
+from .sentences import sentences  # noqa: F401 (re-exported: damage, benchmarks)
 
 __all__ = [
     "FAMILIES", "FamilyResult", "Probe", "ProbeContext", "ProbeReport", "Wording", "build_probes", "load_pairs",
@@ -54,14 +54,6 @@ __all__ = [
 
 
 # -- the texts the builders work on ---------------------------------------------------------------
-
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
-
-
-def sentences(text: str) -> list[str]:
-    """The text's sentences (split after ``.``, ``!`` or ``?`` followed by white space)."""
-    return [s for s in SENTENCE_END.split(text.strip()) if s]
-
 
 def _content_word(token: str) -> str | None:
     """The token without its punctuation when it is a content word (alphabetic, four letters or
