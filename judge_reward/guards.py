@@ -860,13 +860,32 @@ class GuardsConfig(Section):
 
 # -- the injection rewrite --------------------------------------------------------------------------
 
-# Cyrillic and Greek letters drawn like Latin ones: inside a word that also has Latin letters they
-# can only be there to dodge a pattern ("Cоhеrеnсе: 5" with Cyrillic o, e, с).
-CONFUSABLES = str.maketrans(
-    "АВЕЅІЈКМНОРСТХУаеорсухіјѕԁһԛԝΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοριυνκτ",
-    "ABESIJKMHOPCTXYaeopcyxijsdhqwABEZHIKMNOPTYXaopiuvkt",
-)
-_LOOKALIKE = set("АВЕЅІЈКМНОРСТХУаеорсухіјѕԁһԛԝΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοριυνκτ")
+@functools.cache
+def latin_lookalikes() -> dict[str, str]:
+    """Letters of other scripts drawn like a Latin letter (Cyrillic "о", Greek "ο", Cherokee "Ꭺ", ...)
+    -> that letter: Unicode's confusables table (UTS #39, from the ``confusable-homoglyphs`` package),
+    the letters whose look-alike is one Latin letter. A capital drawn like "l" (Greek "Ι", Cyrillic
+    "І") reads as "I". Inside a word that also has Latin letters they can only be there to dodge a
+    pattern ("Cоhеrеnсе: 5" with Cyrillic o, e, с)."""
+    from confusable_homoglyphs.categories import alias
+    from confusable_homoglyphs.confusables import confusables_data
+
+    table = {}
+    for char, found in confusables_data.items():
+        if len(char) != 1 or not unicodedata.category(char).startswith("L") or alias(char) in ("LATIN", "COMMON"):
+            continue
+        latin = [d["c"] for d in found if len(d["c"]) == 1 and d["c"].isascii() and d["c"].isalpha()]
+        if latin:
+            table[char] = "I" if latin[0] == "l" and char.isupper() else latin[0]
+    return table
+
+
+@functools.cache
+def _latinise_table() -> tuple[frozenset, dict]:
+    table = latin_lookalikes()
+    return frozenset(table), str.maketrans(table)
+
+
 # Chat-template and markup tags (<end_of_turn>, <|im_start|>, </s>, [INST]): a tokenizer reads the
 # special ones as control tokens, which would let the judged text close its turn and open the judge's.
 CONTROL_TAG = re.compile(r"<\|[^<>|\n]{1,40}\|>|</?[A-Za-z_][\w.:-]{0,40}/?>|\[/?(?:INST|SYS)\]|<</?SYS>>")
@@ -875,17 +894,20 @@ CONTROL_TAG = re.compile(r"<\|[^<>|\n]{1,40}\|>|</?[A-Za-z_][\w.:-]{0,40}/?>|\[/
 def canonical(text: str) -> str:
     """The output as the judge reads it under the injection guard: NFKC (full-width and styled
     letters, superscript and circled digits become plain ones), invisible format characters
-    (zero-width spaces and joiners, soft hyphens, word joiners) dropped, Cyrillic and Greek letters
-    drawn like Latin ones mapped to Latin inside words that also hold Latin letters, and control or
+    (zero-width spaces and joiners, soft hyphens, word joiners) dropped, letters of other scripts
+    drawn like Latin ones (:func:`latin_lookalikes`) mapped to Latin inside words that also hold
+    Latin letters, and control or
     markup tags broken (``<end_of_turn>`` becomes ``< end_of_turn>``) so that they are read as text.
     Ordinary prose in any script comes out as it went in, up to NFKC."""
     text = unicodedata.normalize("NFKC", text)
     text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
 
+    lookalikes, to_latin = _latinise_table()
+
     def latinise(match: re.Match) -> str:
         word = match.group(0)
-        if _LOOKALIKE.intersection(word) and any("a" <= ch.lower() <= "z" for ch in word):
-            return word.translate(CONFUSABLES)
+        if lookalikes.intersection(word) and any("a" <= ch.lower() <= "z" for ch in word):
+            return word.translate(to_latin)
         return word
 
     text = WORD.sub(latinise, text)

@@ -26,10 +26,12 @@ The wordings are this project's own. See docs/probes.md.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import textwrap
 import time
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +43,7 @@ from .aspects import Aspect
 from .bootstrap import cluster_bootstrap, group_sums
 from .candidates import format_value
 from .data import read_data_text
+from .guards import latin_lookalikes
 from .wordlists import function_words
 from .metaeval.datasets import DatasetError, _record, _text_field
 from .methods.base import Item
@@ -185,8 +188,12 @@ def _aspect_scale_lines(c: ProbeContext) -> str:
     return "\n".join(f"{a.title} ({a.scale.describe()}): {format_value(a.scale.high)}" for a in c.aspects)
 
 
-# Letters drawn like Latin ones (Cyrillic), for labels that slip past a pattern but read the same.
-_LOOK_ALIKE = str.maketrans("aeocpx", "\u0430\u0435\u043e\u0441\u0440\u0445")
+@functools.cache
+def _look_alike() -> dict[int, str]:
+    """Latin a, e, o, c, p, x -> the Cyrillic small letter drawn like each (Unicode's confusables,
+    :func:`~judge_reward.guards.latin_lookalikes`): labels that slip past a pattern but read the same."""
+    cyrillic = [c for c, latin in latin_lookalikes().items() if unicodedata.name(c).startswith("CYRILLIC SMALL")]
+    return str.maketrans({x: min(c for c in cyrillic if latin_lookalikes()[c] == x) for x in "aeocpx"})
 
 
 def _disguised_slots(c: ProbeContext, how: str) -> str:
@@ -198,7 +205,7 @@ def _disguised_slots(c: ProbeContext, how: str) -> str:
         lines.append({
             "question": f"- {a.title}?: {value}",
             "invisible": f"- {a.title}:\u200b {value}",
-            "look_alike": f"- {a.title.translate(_LOOK_ALIKE)}: {value}",
+            "look_alike": f"- {a.title.translate(_look_alike())}: {value}",
             "next_line": f"- {a.title}:\n{value}",
         }[how])
     return "\n".join(lines)
