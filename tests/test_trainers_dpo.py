@@ -13,7 +13,7 @@ from trainers.pairs import PairLabelConfig, label_pairs
 from trainers.policy import CHAT_TEMPLATE, tiny_policy
 from trainers.reward import AsyncJudgeReward, JudgeRewardConfig
 from trainers.testing import FaultyBackend
-from judge_reward.wandb_offline import finish_run, read_history
+from wandb_offline import finish_run, read_history
 
 trl = pytest.importorskip("trl")
 pytestmark = pytest.mark.skipif(not trl.__version__.startswith("1.16"), reason="pinned to TRL 1.16")
