@@ -65,7 +65,8 @@ def cluster_bootstrap(
     if n_groups == 1:  # scipy wants two observations; every resample is the one group
         samples = np.asarray(statistic(np.zeros((n_resamples, 1), dtype=np.int64)), dtype=np.float64)
     else:
-        with warnings.catch_warnings():  # an undefined resample makes scipy's interval NaN: handled below
+        # an undefined resample makes scipy's interval and standard error NaN: the interval is handled below
+        with warnings.catch_warnings(), np.errstate(invalid="ignore", over="ignore"):
             warnings.simplefilter("ignore", stats.DegenerateDataWarning)
             result = stats.bootstrap(
                 (np.arange(n_groups),), lambda draws, axis=-1: statistic(np.atleast_2d(draws)), vectorized=True,
