@@ -18,6 +18,7 @@ separates words, any task and any aspect file; none is tuned to a probe's wordin
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import unicodedata
@@ -37,10 +38,11 @@ from .config import (  # noqa: F401 (ConfigError re-exported)
     Weight,
     build_section,
 )
+from .sentences import sentence_spans
+from .wordlists import function_words
 
 WORD = re.compile(r"\w+", re.UNICODE)
 TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-SPAN = re.compile(r"[^\n.!?]*(?:[.!?]+|\n|$)")  # a sentence or a line, with its closing marks
 
 
 def words(text: str) -> list[str]:
@@ -287,20 +289,11 @@ def overused_share(text_words: Sequence[str], max_uses: int, min_chars: int = 4)
     return sum(max(0, c - max_uses) for c in counts.values()) / total if total else 0.0
 
 
-# Common English words of four letters or more that carry no content (grounding's default min_chars,
-# 4, already leaves the shorter ones out): every source has them, so a sentence of generic prose
-# built from them ("more details may come to light over time") would pass as grounded if they
+# Words that carry no content (judge_reward/wordlists/function_words.yaml; grounding's default
+# min_chars, 4, already leaves the shorter ones out): every source has them, so a sentence of generic
+# prose built from them ("more details may come to light over time") would pass as grounded if they
 # counted (reward.guards.grounding.skip_function_words).
-FUNCTION_WORDS = frozenset("""
-about above across after again against almost along already also although always among another
-around because been before behind being below besides between beyond both cannot could does down
-during each either else enough even ever every from further have having here however into just least
-less many maybe might more most much must never none often once only onto other others otherwise
-over perhaps quite rather really same several shall should since some still such than that their
-theirs them themselves then there these they this those though through thus toward towards under
-until upon very well were what whatever when where whether which while whom whose will with within
-without would your yours
-""".split())
+FUNCTION_WORDS = function_words("en")
 
 
 def is_content_word(word: str, min_chars: int, skip_function_words: bool = False) -> bool:
@@ -326,17 +319,17 @@ MIN_SENTENCE_CONTENT = 3  # a sentence with fewer content words says too little 
 
 def _sentence_verdicts(text: str, source_words: set, min_chars: int, threshold: float,
                        skip_function_words: bool = False):
-    """Each sentence or line of ``text``: its match, its number of content words, and whether it is
-    unsupported (see :func:`unsupported_sentence_share`)."""
-    for match in SPAN.finditer(text):
-        sentence = words(match.group(0))
+    """Each sentence or line of ``text`` (:func:`~judge_reward.sentences.sentence_spans`): its span,
+    its number of content words, and whether it is unsupported (see :func:`unsupported_sentence_share`)."""
+    for span in sentence_spans(text):
+        sentence = words(text[span[0]:span[1]])
         size = content_words(sentence, min_chars)  # what the sentence weighs in the share
         # the verdict reads only the words that can show grounding (function words are everywhere)
         evidence = content_words(sentence, min_chars, skip_function_words)
         new = sum(w not in source_words for w in evidence)
         unsupported = bool(evidence) and (new / len(evidence) > threshold if len(evidence) >= MIN_SENTENCE_CONTENT
                                           else new == len(evidence))
-        yield match, len(size), unsupported
+        yield span, len(size), unsupported
 
 
 def unsupported_sentence_share(text: str, source_words: set, min_chars: int, threshold: float,
@@ -350,28 +343,21 @@ def unsupported_sentence_share(text: str, source_words: set, min_chars: int, thr
     alone: nearly all of its words are new.
     """
     total, unsupported, found = 0, 0, []
-    for match, size, flagged in _sentence_verdicts(text, source_words, min_chars, threshold, skip_function_words):
+    for (a, b), size, flagged in _sentence_verdicts(text, source_words, min_chars, threshold, skip_function_words):
         total += size
         if flagged:
             unsupported += size
-            found.append(match.group(0).strip())
+            found.append(text[a:b].strip())
     return (unsupported / total if total else 0.0), found
 
 
 def unsupported_spans(text: str, source_words: set, min_chars: int, threshold: float,
                       skip_function_words: bool = False) -> list[tuple[int, int]]:
     """Character spans of the unsupported sentences of ``text`` (:func:`unsupported_sentence_share`)."""
-    return [match.span() for match, _, flagged in _sentence_verdicts(text, source_words, min_chars, threshold,
-                                                                     skip_function_words) if flagged]
+    return [span for span, _, flagged in _sentence_verdicts(text, source_words, min_chars, threshold,
+                                                             skip_function_words) if flagged]
 
 
-# Closed-class English words shorter than four letters (:data:`FUNCTION_WORDS` holds the longer
-# ones): what joins the words of a sentence, and what a list of names or keywords does without.
-SHORT_FUNCTION_WORDS = frozenset("""
-a am an and any are as at be but by can did do for had has he her him his how i if in is it its
-may me my no nor not now of off on one or our out own she so the too two up us was we who why yet
-you all few let per put say see set via
-""".split())
 LIST_SEPARATOR = re.compile(r"\s*(?:[,;:/&|\u2022\u00b7]|\s-\s|\band\b|\bor\b)\s*", re.I)
 
 
@@ -386,7 +372,7 @@ def is_bare_list(sentence: str, min_items: int, max_item_words: int) -> bool:
         found = WORD.findall(piece)
         if not found:
             continue
-        if any(w.lower() in SHORT_FUNCTION_WORDS or w.lower() in FUNCTION_WORDS for w in found):
+        if any(w.lower() in FUNCTION_WORDS for w in found):
             return False
         if len(found) <= max_item_words:
             items += 1
@@ -411,8 +397,8 @@ def bare_list_share(text: str, min_items: int, max_item_words: int) -> tuple[flo
             found.append(" / ".join(line.strip() for line in run))
         run.clear()
 
-    for match in SPAN.finditer(text):
-        span = match.group(0)
+    for a, b in sentence_spans(text):
+        span = text[a:b]
         n = len(words(span))
         total += n
         if not n:
@@ -421,7 +407,7 @@ def bare_list_share(text: str, min_items: int, max_item_words: int) -> tuple[flo
             close_run()
             listed += n
             found.append(span.strip())
-        elif span.endswith("\n") or match.end() == len(text):
+        elif span.endswith("\n") or b == len(text):
             if is_bare_list(span, 1, max_item_words):
                 run.append(span)
             else:
@@ -433,9 +419,14 @@ def bare_list_share(text: str, min_items: int, max_item_words: int) -> tuple[flo
 
 
 def without_sentences(text: str, sentences: Sequence[str]) -> str:
-    """``text`` without the given sentences (as :data:`SPAN` cuts them, stripped)."""
+    """``text`` without the given sentences (as :func:`~judge_reward.sentences.sentence_spans` cuts
+    them, stripped); a dropped sentence's line break stays."""
     drop = set(sentences)
-    return "".join(m.group(0) for m in SPAN.finditer(text) if m.group(0).strip() not in drop)
+    kept = []
+    for a, b in sentence_spans(text):
+        span = text[a:b]
+        kept.append(span if span.strip() not in drop else ("\n" if span.endswith("\n") else ""))
+    return "".join(kept)
 
 
 # -- configs ----------------------------------------------------------------------------------------
@@ -869,13 +860,32 @@ class GuardsConfig(Section):
 
 # -- the injection rewrite --------------------------------------------------------------------------
 
-# Cyrillic and Greek letters drawn like Latin ones: inside a word that also has Latin letters they
-# can only be there to dodge a pattern ("Cоhеrеnсе: 5" with Cyrillic o, e, с).
-CONFUSABLES = str.maketrans(
-    "АВЕЅІЈКМНОРСТХУаеорсухіјѕԁһԛԝΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοριυνκτ",
-    "ABESIJKMHOPCTXYaeopcyxijsdhqwABEZHIKMNOPTYXaopiuvkt",
-)
-_LOOKALIKE = set("АВЕЅІЈКМНОРСТХУаеорсухіјѕԁһԛԝΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοριυνκτ")
+@functools.cache
+def latin_lookalikes() -> dict[str, str]:
+    """Letters of other scripts drawn like a Latin letter (Cyrillic "о", Greek "ο", Cherokee "Ꭺ", ...)
+    -> that letter: Unicode's confusables table (UTS #39, from the ``confusable-homoglyphs`` package),
+    the letters whose look-alike is one Latin letter. A capital drawn like "l" (Greek "Ι", Cyrillic
+    "І") reads as "I". Inside a word that also has Latin letters they can only be there to dodge a
+    pattern ("Cоhеrеnсе: 5" with Cyrillic o, e, с)."""
+    from confusable_homoglyphs.categories import alias
+    from confusable_homoglyphs.confusables import confusables_data
+
+    table = {}
+    for char, found in confusables_data.items():
+        if len(char) != 1 or not unicodedata.category(char).startswith("L") or alias(char) in ("LATIN", "COMMON"):
+            continue
+        latin = [d["c"] for d in found if len(d["c"]) == 1 and d["c"].isascii() and d["c"].isalpha()]
+        if latin:
+            table[char] = "I" if latin[0] == "l" and char.isupper() else latin[0]
+    return table
+
+
+@functools.cache
+def _latinise_table() -> tuple[frozenset, dict]:
+    table = latin_lookalikes()
+    return frozenset(table), str.maketrans(table)
+
+
 # Chat-template and markup tags (<end_of_turn>, <|im_start|>, </s>, [INST]): a tokenizer reads the
 # special ones as control tokens, which would let the judged text close its turn and open the judge's.
 CONTROL_TAG = re.compile(r"<\|[^<>|\n]{1,40}\|>|</?[A-Za-z_][\w.:-]{0,40}/?>|\[/?(?:INST|SYS)\]|<</?SYS>>")
@@ -884,17 +894,20 @@ CONTROL_TAG = re.compile(r"<\|[^<>|\n]{1,40}\|>|</?[A-Za-z_][\w.:-]{0,40}/?>|\[/
 def canonical(text: str) -> str:
     """The output as the judge reads it under the injection guard: NFKC (full-width and styled
     letters, superscript and circled digits become plain ones), invisible format characters
-    (zero-width spaces and joiners, soft hyphens, word joiners) dropped, Cyrillic and Greek letters
-    drawn like Latin ones mapped to Latin inside words that also hold Latin letters, and control or
+    (zero-width spaces and joiners, soft hyphens, word joiners) dropped, letters of other scripts
+    drawn like Latin ones (:func:`latin_lookalikes`) mapped to Latin inside words that also hold
+    Latin letters, and control or
     markup tags broken (``<end_of_turn>`` becomes ``< end_of_turn>``) so that they are read as text.
     Ordinary prose in any script comes out as it went in, up to NFKC."""
     text = unicodedata.normalize("NFKC", text)
     text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
 
+    lookalikes, to_latin = _latinise_table()
+
     def latinise(match: re.Match) -> str:
         word = match.group(0)
-        if _LOOKALIKE.intersection(word) and any("a" <= ch.lower() <= "z" for ch in word):
-            return word.translate(CONFUSABLES)
+        if lookalikes.intersection(word) and any("a" <= ch.lower() <= "z" for ch in word):
+            return word.translate(to_latin)
         return word
 
     text = WORD.sub(latinise, text)
@@ -1088,7 +1101,7 @@ def _neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]
         if heading is not None and heading.group(0).strip():
             removed.append(heading.group(0).strip())  # "Summary:" on its own line, or before the text on it
             line = line[heading.end():]
-        spans = SPAN.findall(line)
+        spans = [line[a:b] for a, b in sentence_spans(line)]
         if not any(patterns.search(span) for span in spans) and len(words(line)) <= SHORT_LINE_WORDS and patterns.search(line):
             spans = [line]
         for span in spans:
@@ -1152,11 +1165,21 @@ class SourceStats:
 
     @functools.cached_property
     def sentence_final(self) -> set[int]:
-        """Word indices after which a sentence ends (the next word comes after ". ! ?"); computed on
-        first use, by the ending guard's cut mode only."""
-        found = list(WORD.finditer(self._source.lower()))
-        return {k for k, m in enumerate(found)
-                if re.search(r"[.!?]", self._source[m.end():found[k + 1].start() if k + 1 < len(found) else None])}
+        """Word indices after which a sentence ends (:func:`~judge_reward.sentences.sentence_spans`:
+        "U.S." or "Mr." inside a sentence does not end it, a line break does; the last word when the
+        source ends as a finished sentence); computed on first use, by the ending guard's cut mode only."""
+        lowered = self._source.lower()
+        text = self._source if len(lowered) == len(self._source) else lowered  # positions must match
+        found = list(WORD.finditer(lowered))
+        cuts = [b for _, b in sentence_spans(text)[:-1]]  # where one sentence ends and the next begins
+        final = set()
+        for k, m in enumerate(found[:-1]):
+            i = bisect.bisect_left(cuts, m.end())  # the first cut after the word
+            if i < len(cuts) and cuts[i] <= found[k + 1].start():
+                final.add(k)
+        if found and ends_complete(self._source):
+            final.add(len(found) - 1)
+        return final
 
     def stops_mid_sentence(self, text_words: Sequence[str], k: int = 4) -> bool:
         """Whether the last ``k`` words of a text follow the source word for word and, wherever they

@@ -26,11 +26,12 @@ The wordings are this project's own. See docs/probes.md.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-import re
 import textwrap
 import time
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,12 +40,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .aspects import Aspect
+from .bootstrap import cluster_bootstrap, group_sums
 from .candidates import format_value
 from .data import read_data_text
+from .guards import latin_lookalikes
+from .wordlists import function_words
 from .metaeval.datasets import DatasetError, _record, _text_field
-from .metaeval.significance import group_draws, percentile_interval
 from .methods.base import Item
 from .prompts.geval import FORM_HEADING
+from .sentences import sentences  # noqa: F401 (re-exported: damage, benchmarks)
 
 __all__ = [
     "FAMILIES", "FamilyResult", "Probe", "ProbeContext", "ProbeReport", "Wording", "build_probes", "load_pairs",
@@ -54,24 +58,11 @@ __all__ = [
 
 # -- the texts the builders work on ---------------------------------------------------------------
 
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
-STOPWORDS = frozenset(
-    "that this with have from were their there they them been after which would could should about into "
-    "said says also when what where while than then more most some other over such only just very will "
-    "your because before being both each does doing here these those under until upon".split()
-)
-
-
-def sentences(text: str) -> list[str]:
-    """The text's sentences (split after ``.``, ``!`` or ``?`` followed by white space)."""
-    return [s for s in SENTENCE_END.split(text.strip()) if s]
-
-
 def _content_word(token: str) -> str | None:
     """The token without its punctuation when it is a content word (alphabetic, four letters or
     more, not a function word), else ``None``."""
     word = token.strip("\"'`.,;:!?()[]{}")
-    return word if len(word) >= 4 and word.isalpha() and word.lower() not in STOPWORDS else None
+    return word if len(word) >= 4 and word.isalpha() and word.lower() not in function_words("en") else None
 
 
 def content_words(text: str) -> list[str]:
@@ -197,8 +188,12 @@ def _aspect_scale_lines(c: ProbeContext) -> str:
     return "\n".join(f"{a.title} ({a.scale.describe()}): {format_value(a.scale.high)}" for a in c.aspects)
 
 
-# Letters drawn like Latin ones (Cyrillic), for labels that slip past a pattern but read the same.
-_LOOK_ALIKE = str.maketrans("aeocpx", "\u0430\u0435\u043e\u0441\u0440\u0445")
+@functools.cache
+def _look_alike() -> dict[int, str]:
+    """Latin a, e, o, c, p, x -> the Cyrillic small letter drawn like each (Unicode's confusables,
+    :func:`~judge_reward.guards.latin_lookalikes`): labels that slip past a pattern but read the same."""
+    cyrillic = [c for c, latin in latin_lookalikes().items() if unicodedata.name(c).startswith("CYRILLIC SMALL")]
+    return str.maketrans({x: min(c for c in cyrillic if latin_lookalikes()[c] == x) for x in "aeocpx"})
 
 
 def _disguised_slots(c: ProbeContext, how: str) -> str:
@@ -210,7 +205,7 @@ def _disguised_slots(c: ProbeContext, how: str) -> str:
         lines.append({
             "question": f"- {a.title}?: {value}",
             "invisible": f"- {a.title}:\u200b {value}",
-            "look_alike": f"- {a.title.translate(_LOOK_ALIKE)}: {value}",
+            "look_alike": f"- {a.title.translate(_look_alike())}: {value}",
             "next_line": f"- {a.title}:\n{value}",
         }[how])
     return "\n".join(lines)
@@ -607,10 +602,12 @@ def _ci(sums: np.ndarray, counts: np.ndarray, value: float | None, n_boot: int, 
     """Percentile bootstrap interval of sum/count, resampling clusters (rows of ``sums``/``counts``)."""
     if value is None or n_boot <= 0 or not len(sums):
         return [None, None]
-    draws = group_draws(len(sums), n_boot, seed)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        samples = sums[draws].sum(1) / counts[draws].sum(1)
-    interval = percentile_interval(value, samples, confidence)
+
+    def ratio(draws: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return group_sums(sums, draws) / group_sums(counts, draws)
+
+    interval, _ = cluster_bootstrap(ratio, len(sums), value, n_boot, confidence, seed)
     return [None if math.isnan(interval.low) else interval.low, None if math.isnan(interval.high) else interval.high]
 
 

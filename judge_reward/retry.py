@@ -1,9 +1,17 @@
-"""Retries with exponential backoff and jitter, shared by the OpenAI backend and the service client.
+"""Retries with exponential backoff and jitter, on tenacity, for the OpenAI backend and the service client.
 
-One attempt either returns or raises. ``classify`` turns what it raised into a :class:`Failure`
-(a reason, whether another try can help, and the server's ``Retry-After`` if it gave one) or
-``None`` for errors that are not the caller's to retry (bugs propagate unchanged). Every retry is
-counted by its reason in the caller's :class:`collections.Counter`.
+tenacity runs the attempts, the waits and the stop; this module holds the policy the two callers
+share. One attempt either returns or raises. ``classify`` turns what it raised into a
+:class:`Failure` (a reason, whether another try can help, and the server's ``Retry-After`` if it
+gave one) or ``None`` for errors that are not the caller's to retry (bugs propagate unchanged).
+Every retry is counted by its reason in the caller's :class:`collections.Counter`; when the retries
+run out, the last error is raised unchanged (a judge failure then ends as a ``None`` reward with
+its reason, never a silent 0).
+
+The HTTP clients' own retries stay off (``openai.AsyncOpenAI(max_retries=0)``, plain httpx): they
+do not retry an answer that arrived but cannot be used (no choices, no log-probabilities, bad
+JSON), they would bypass the rate limiter and the per-reason counters, and they cannot say why a
+request failed in the end.
 
 The wait before retry ``r`` (1, 2, ...) is:
 
@@ -13,7 +21,6 @@ The wait before retry ``r`` (1, 2, ...) is:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
@@ -21,6 +28,8 @@ from collections import Counter
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Awaitable, Callable, Mapping, TypeVar
+
+import tenacity
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +89,39 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     return None
 
 
+def retrying(
+    classify: Callable[[BaseException], Failure | None],
+    backoff: Backoff,
+    retries: Counter | None = None,
+    on_retry: Callable[[BaseException, Failure, int, float], None] | None = None,
+) -> tenacity.AsyncRetrying:
+    """The tenacity policy: retry what ``classify`` calls retryable, at most ``backoff.max_retries``
+    times, waiting :meth:`Backoff.delay`; count each retry in ``retries[reason]`` and call
+    ``on_retry(error, failure, retry_number, wait_s)`` before each wait; re-raise the last error."""
+
+    def failure(state: tenacity.RetryCallState) -> Failure | None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        return classify(error) if error is not None else None
+
+    def retryable(state: tenacity.RetryCallState) -> bool:
+        found = failure(state)
+        return found is not None and found.retryable
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        found = failure(state)
+        return backoff.delay(state.attempt_number, found.retry_after if found else None)
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        found = failure(state)
+        if retries is not None:
+            retries[found.reason] += 1
+        if on_retry is not None:
+            on_retry(state.outcome.exception(), found, state.attempt_number, state.next_action.sleep)
+
+    return tenacity.AsyncRetrying(retry=retryable, wait=wait, stop=tenacity.stop_after_attempt(backoff.max_retries + 1),
+                                  before_sleep=before_sleep, reraise=True)
+
+
 async def retry_async(
     attempt: Callable[[], Awaitable[T]],
     classify: Callable[[BaseException], Failure | None],
@@ -87,24 +129,9 @@ async def retry_async(
     retries: Counter | None = None,
     on_retry: Callable[[BaseException, Failure, int, float], None] | None = None,
 ) -> T:
-    """Run ``attempt`` until it returns, raises something not retryable, or the retries run out.
-
-    The last error is re-raised unchanged. ``retries[reason]`` grows by one for every retry made
-    (callers that count under a lock of their own pass ``None`` and count in ``on_retry``);
-    ``on_retry(error, failure, retry_number, wait_s)`` is called before each wait.
+    """Run ``attempt`` until it returns, raises something not retryable, or the retries run out
+    (:func:`retrying`). The last error is re-raised unchanged. ``retries[reason]`` grows by one for
+    every retry made (callers that count under a lock of their own pass ``None`` and count in
+    ``on_retry``); ``on_retry(error, failure, retry_number, wait_s)`` is called before each wait.
     """
-    retry = 0
-    while True:
-        try:
-            return await attempt()
-        except Exception as err:
-            failure = classify(err)
-            if failure is None or not failure.retryable or retry >= backoff.max_retries:
-                raise
-            retry += 1
-            if retries is not None:
-                retries[failure.reason] += 1
-            wait = backoff.delay(retry, failure.retry_after)
-            if on_retry is not None:
-                on_retry(err, failure, retry, wait)
-            await asyncio.sleep(wait)
+    return await retrying(classify, backoff, retries, on_retry)(attempt)

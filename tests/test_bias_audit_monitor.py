@@ -19,7 +19,7 @@ from judge_reward.bias_audit import (
 )
 from judge_reward.bias_audit.data import HeldOutArticle
 from judge_reward.bias_audit.monitor import AgreementPair, AuditPoint, simulate_false_alarms
-from judge_reward.wandb_offline import find_offline_runs, wait_for_offline_run
+from wandb_offline import find_offline_runs, wait_for_offline_run
 from judge_reward import Judge, JudgeConfig, Score, load_aspects
 from tiny_models import make_backend, make_tokenizer
 

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from judge_reward.bias_audit import AuditConfig, run_audit
 from judge_reward.bias_audit.data import Study, Judgement, load_zhang2023, n_words
-from judge_reward.wandb_offline import find_offline_runs, wait_for_offline_run
+from wandb_offline import find_offline_runs, wait_for_offline_run
 from judge_reward import Judge, JudgeConfig, Score, load_aspects
 from tiny_models import make_backend
 

@@ -16,7 +16,8 @@ from judge_reward.metaeval import (
     williams_t,
     williams_test,
 )
-from judge_reward.metaeval.significance import GroupedData, group_draws
+from judge_reward.bootstrap import cluster_bootstrap, group_sums
+from judge_reward.metaeval.significance import GroupedData
 
 
 def test_williams_t_by_hand():
@@ -157,9 +158,28 @@ def test_bootstrap_is_deterministic_and_narrows_with_more_groups():
     assert (b.high - b.low) < (a.high - a.low)
 
 
-def test_group_draws_shape_and_range():
-    d = group_draws(5, 200, seed=0)
-    assert d.shape == (200, 5) and d.min() == 0 and d.max() == 4
+def test_cluster_bootstrap_draws_are_scipys_and_undefined_resamples_are_left_out():
+    seen = []
+
+    def total(draws):
+        seen.append(draws)
+        return draws.sum(1).astype(float)
+
+    ci, samples = cluster_bootstrap(total, 5, 10.0, n_resamples=200, seed=0)
+    draws = np.concatenate(seen)
+    assert draws.shape == (200, 5) and draws.min() == 0 and draws.max() == 4
+    assert (draws == np.random.default_rng(0).integers(0, 5, (200, 5))).all()  # deterministic given the seed
+    assert (ci.low, ci.high) == pytest.approx(tuple(np.quantile(samples, [0.025, 0.975])))
+    assert ci.value == 10.0 and ci.n_resamples == 200
+    # a resample without group 0 is undefined: the interval is that of the others (scipy alone gives NaN)
+    per_group = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    rate = lambda d: np.where((d == 0).any(1), group_sums(per_group, d), np.nan)  # noqa: E731
+    ci, samples = cluster_bootstrap(rate, 5, 15.0, n_resamples=300, seed=1)
+    defined = samples[np.isfinite(samples)]
+    assert 0 < ci.n_resamples == len(defined) < 300
+    assert (ci.low, ci.high) == pytest.approx(tuple(np.quantile(defined, [0.025, 0.975])))
+    one = cluster_bootstrap(lambda d: group_sums(per_group[:1], d), 1, 1.0, n_resamples=20)[0]
+    assert (one.low, one.high, one.n_resamples) == (1.0, 1.0, 20)  # one group: every resample is that group
 
 
 def test_paired_tests_detect_a_better_metric_and_not_a_tie():

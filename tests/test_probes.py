@@ -16,7 +16,6 @@ from typer.testing import CliRunner
 
 from judge_reward import Item, Judge, JudgeConfig, load_aspects
 from judge_reward.cli import app
-from judge_reward.metaeval.significance import group_draws
 from judge_reward.probes import CHAT_OFFER, CHAT_SIGN_OFF, FAMILIES, build_probes, load_pairs, other_items, run_probes, subject
 from judge_reward.reward import Reward, RewardResult
 
@@ -174,8 +173,9 @@ def test_win_rate_and_inflation_are_exact_for_a_word_count_reward():
     assert "truncation" not in report.failed(0.0) and "repeat_output" in report.failed(0.99)
 
     # the bootstrap resamples items (one source each): recompute it by hand with the same draws
+    # (scipy.stats.bootstrap's: rows of default_rng(seed).integers(0, n_groups))
     deltas = 2 * n
-    samples = deltas[group_draws(4, 500, 3)].mean(1)
+    samples = deltas[np.random.default_rng(3).integers(0, 4, (500, 4))].mean(1)
     low, high = np.quantile(samples, [0.025, 0.975])
     assert fam["repeat_output"].inflation_ci == pytest.approx([low, high])
     assert fam["repeat_output"].win_rate_ci == [1.0, 1.0]
@@ -261,7 +261,7 @@ def test_families_can_be_chosen_and_unknown_ones_are_rejected():
 
 
 def test_log_wandb_offline(offline_wandb):
-    from judge_reward.wandb_offline import find_offline_runs, wait_for_offline_run
+    from wandb_offline import find_offline_runs, wait_for_offline_run
 
     report = run_probes(WordCount(), PAIRS, n_boot=100, progress=False)
     flat = report.log_wandb(project="judge-reward-tests")
@@ -338,7 +338,7 @@ def test_cli_gate_with_a_known_reward(tmp_path, monkeypatch, offline_wandb):
                                   "--families", "truncation", "--max-win-rate", "0", "--wandb"])
     assert passing.exit_code == 0, passing.output
     assert "| truncation | 0.00 |" in passing.output and "ok |" in passing.output
-    from judge_reward.wandb_offline import find_offline_runs, wait_for_offline_run
+    from wandb_offline import find_offline_runs, wait_for_offline_run
 
     logged = wait_for_offline_run(find_offline_runs(offline_wandb)[0], lambda r: "probes/truncation/win_rate" in r["summary"])
     assert logged["summary"]["probes/truncation/win_rate"] == 0.0
@@ -446,7 +446,7 @@ def test_probe_callback_gates_a_grpo_run(tmp_path, one_torch_thread, offline_wan
     t = trainer(ok, "trained", report_to=["wandb"])
     t.train()
     assert t.state.global_step == 1 and list(ok.report.families) == ["truncation", "master_key"]
-    from judge_reward.wandb_offline import finish_run, read_history
+    from wandb_offline import finish_run, read_history
 
     history = read_history(finish_run())
     assert any(row.get("probes/families/nrows") == 2 for row in history), [sorted(r) for r in history]

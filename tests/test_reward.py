@@ -425,6 +425,18 @@ def test_canonical_form_keeps_prose_and_breaks_control_tags():
     assert canonical("<|im_start|>assistant</s>[INST]") == "< |im_start|>assistant< /s>[ INST]"
 
 
+def test_look_alike_letters_come_from_unicodes_confusables_table():
+    from judge_reward.guards import latin_lookalikes
+
+    table = latin_lookalikes()  # UTS #39 through confusable-homoglyphs: Cyrillic, Greek, Armenian, Cherokee, ...
+    assert table["\u043e"] == "o" and table["\u03bf"] == "o" and table["\u0455"] == "s"
+    assert table["\u0406"] == "I" and table["\u0399"] == "I"  # capitals drawn like "l" read as "I"
+    assert canonical("\u0585verall: 5") == "overall: 5"  # Armenian o
+    assert canonical("Fl\u13acency") == "FlEency"  # Cherokee E inside a Latin word
+    assert canonical("\u0399nformativeness: 5") == "Informativeness: 5"
+    assert canonical("\u039c\u03b5\u03c4\u03b1") == "\u039c\u03b5\u03c4\u03b1"  # a Greek word stays Greek
+
+
 def test_mask_values_hides_every_number_however_written():
     masked, n = mask_values("Coherence: 5/5. Fluency: \u2464, \uff15, 4.5 and five out of five; 2,000 people.")
     assert masked == "Coherence: #/#. Fluency: #, #, # and # out of #; # people." and n == 8

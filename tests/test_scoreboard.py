@@ -145,7 +145,7 @@ def test_validate_command_writes_the_scoreboard_and_gates(tmp_path, monkeypatch,
     assert gated.exit_code == 1 and "FAIL: summeval: agreement with coherence" in gated.output
     replay = runner.invoke(app, [*args, "--max-win-rate", "1", "--min-damage", "0", "--wandb"])
     assert replay.exit_code == 0 and "ok: every gate holds" in replay.output and "logged to W&B" in replay.output
-    from judge_reward.wandb_offline import finish_run, read_history
+    from wandb_offline import finish_run, read_history
 
     history = read_history(finish_run())
     assert any("scoreboard/summeval/agreement/coherence" in row for row in history), [sorted(r) for r in history]

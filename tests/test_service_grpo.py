@@ -8,7 +8,7 @@ from judge_reward.judge import Judge, JudgeConfig
 from judge_reward.methods.base import Item
 from judge_reward.service import ServiceConfig, ServiceRewardFunction, create_app
 from judge_reward.service.server import ServerThread
-from judge_reward.wandb_offline import find_offline_runs, read_history
+from wandb_offline import find_offline_runs, read_history
 from tiny_models import make_backend, make_model, make_tokenizer
 
 ARTICLES = [

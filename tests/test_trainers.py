@@ -21,7 +21,7 @@ from judge_reward import ConfigError, Item, Judge, JudgeConfig
 from judge_reward.trainers.policy import CHAT_TEMPLATE, tiny_policy
 from judge_reward.trainers.reward import AsyncJudgeReward, JudgeReward, JudgeRewardConfig, message_text
 from tests.doubles.faulty_backend import FaultyBackend
-from judge_reward.wandb_offline import finish_run, read_history
+from wandb_offline import finish_run, read_history
 
 trl = pytest.importorskip("trl")
 pytestmark = pytest.mark.skipif(not trl.__version__.startswith("1.16"), reason="pinned to TRL 1.16 (see .venv-trl112 for PPO)")

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from tiny_models import make_backend
 from typer.testing import CliRunner
+from wandb_offline import read_history
 
 from judge_reward import ConfigError, Judge, JudgeConfig
 from judge_reward.aspects import CONFIG_DIR
@@ -80,6 +81,9 @@ def test_run_training_end_to_end_with_the_tiny_judge(trainer, sample_data, tmp_p
     assert summary["steps"] == 2
     assert "train/judge/latency_s" in summary["wandb"]["judge_keys"]
     assert "train/judge/coherence/mean" in summary["wandb"]["judge_keys"]
+    # the keys come from trainer.state.log_history; W&B got each of them
+    logged = {k for row in read_history(summary["wandb"]["run_dir"]) for k in row}
+    assert set(summary["wandb"]["judge_keys"]) <= logged
     assert summary["rewards"][0]["rows"] > 0 and summary["rewards"][0]["failures"] == {}
     written = json.loads((tmp_path / "run" / "train_summary.json").read_text())
     assert written["config"]["trainer"] == trainer and written["steps"] == 2

@@ -13,7 +13,7 @@ from judge_reward.trainers.pairs import PairLabelConfig, label_pairs
 from judge_reward.trainers.policy import CHAT_TEMPLATE, tiny_policy
 from judge_reward.trainers.reward import AsyncJudgeReward, JudgeRewardConfig
 from tests.doubles.faulty_backend import FaultyBackend
-from judge_reward.wandb_offline import finish_run, read_history
+from wandb_offline import finish_run, read_history
 
 trl = pytest.importorskip("trl")
 pytestmark = pytest.mark.skipif(not trl.__version__.startswith("1.16"), reason="pinned to TRL 1.16")

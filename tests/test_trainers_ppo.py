@@ -121,7 +121,7 @@ def test_ppo_trains_with_the_judge_reward_model(tmp_path, monkeypatch):
     from trl.experimental.ppo import PPOConfig, PPOTrainer
 
     from judge_reward.trainers.callbacks import attach_judge_metrics
-    from judge_reward.wandb_offline import finish_run, read_history
+    from wandb_offline import finish_run, read_history
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))

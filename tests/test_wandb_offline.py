@@ -2,7 +2,7 @@
 
 import pytest
 
-from judge_reward.wandb_offline import (_parse, _run_file, find_offline_runs, read_history, read_offline_run,
+from wandb_offline import (_parse, _run_file, find_offline_runs, read_history, read_offline_run,
                                         wait_for_offline_run)
 
 

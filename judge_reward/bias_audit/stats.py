@@ -7,9 +7,10 @@ intervals therefore come from a **cluster bootstrap that resamples articles** (a
 article come along), and the paired tests run on per-article mean differences.
 
 Every statistic here is a smooth function of per-article sums (a mean is sum/count, an OLS fit is
-five sums), so a bootstrap draw is one matrix product: ``weights (B x articles) @ sums``. That makes
-thousands of resamples cost milliseconds, which is what lets the tests check the false-positive
-rate of the self-preference flag by simulation.
+five sums), so a resample's value is the statistic of the drawn articles' summed totals: thousands
+of resamples cost milliseconds, which is what lets the tests check the false-positive rate of the
+self-preference flag by simulation. The bootstrap is :func:`judge_reward.bootstrap.cluster_bootstrap`
+(on scipy.stats.bootstrap), the one the meta-evaluation and the probe suite use.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pydantic import Field
 from scipy import stats as sps
 
 from judge_reward.config import Expect, Section
-from judge_reward.metaeval.significance import percentile_interval
+from judge_reward.bootstrap import cluster_bootstrap, group_sums
 
 from .data import CATEGORIES, HUMAN, LLM, TIE
 
@@ -119,38 +120,37 @@ def _clean(x) -> float | None:
 
 
 class ClusterBootstrap:
-    """Draws of articles with replacement, stored as per-article counts (``weights[b, c]``).
+    """Intervals from resamples of articles with replacement (all rows of a drawn article come along).
 
-    The interval is :func:`judge_reward.metaeval.significance.percentile_interval`'s. The draws are
-    this class's own: multinomial counts, where the meta-evaluation draws group indices
-    (:func:`~judge_reward.metaeval.significance.group_draws`); both are the same bootstrap, but they
-    consume the random stream differently, so sharing one would change the published intervals.
+    Every estimate uses the same seed, so all of them come from the same resampled articles
+    (:func:`judge_reward.bootstrap.cluster_bootstrap`). An estimate gets no interval when its
+    statistic is undefined on half the resamples or more.
     """
 
     def __init__(self, cluster: np.ndarray, n_resamples: int, confidence: float, seed: int):
         self.cluster = np.asarray(cluster, dtype=np.int64)
         self.n_clusters = int(self.cluster.max()) + 1 if len(self.cluster) else 0
+        self.n_resamples = n_resamples
         self.confidence = confidence
-        rng = np.random.default_rng(seed)
-        c = max(self.n_clusters, 1)
-        self.weights = rng.multinomial(c, np.full(c, 1.0 / c), size=n_resamples).astype(np.float64)
+        self.seed = seed
 
     def estimate(self, columns: dict[str, np.ndarray], fn: Callable[..., np.ndarray], n: int) -> Estimate:
-        """``fn(**totals)`` at the data and at every draw; ``columns`` are per-row values to sum."""
+        """``fn(**totals)`` at the data and at every resample; ``columns`` are per-row values to sum."""
         per_cluster = {k: np.bincount(self.cluster, weights=v, minlength=self.n_clusters) for k, v in columns.items()}
         with np.errstate(divide="ignore", invalid="ignore"):
             value = fn(**{k: v.sum() for k, v in per_cluster.items()})
-            draws = np.asarray(fn(**{k: self.weights @ v for k, v in per_cluster.items()}), dtype=np.float64)
-        draws = draws[np.isfinite(draws)]
-        if not math.isfinite(float(value)) or len(draws) < 0.5 * len(self.weights):
+        if not math.isfinite(float(value)):
             return Estimate(_clean(value), None, None, n)
-        interval = percentile_interval(float(value), draws, self.confidence)  # the meta-evaluation's interval
+        interval, _ = cluster_bootstrap(lambda draws: self._totals(per_cluster, fn, draws), max(self.n_clusters, 1),
+                                        float(value), self.n_resamples, self.confidence, self.seed)
+        if interval.n_resamples < 0.5 * self.n_resamples:
+            return Estimate(_clean(value), None, None, n)
         return Estimate(_clean(value), interval.low, interval.high, n)
 
-    def draws(self, columns: dict[str, np.ndarray], fn: Callable[..., np.ndarray]) -> np.ndarray:
-        per_cluster = {k: np.bincount(self.cluster, weights=v, minlength=self.n_clusters) for k, v in columns.items()}
+    @staticmethod
+    def _totals(per_cluster: dict[str, np.ndarray], fn: Callable[..., np.ndarray], draws: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.asarray(fn(**{k: self.weights @ v for k, v in per_cluster.items()}), dtype=np.float64)
+            return np.asarray(fn(**{k: group_sums(v, draws) for k, v in per_cluster.items()}), dtype=np.float64)
 
     def mean(self, x: np.ndarray, mask: np.ndarray) -> Estimate:
         m = mask.astype(np.float64)

@@ -1,9 +1,9 @@
-"""W&B logging for audits, and reading back what an offline run wrote.
+"""W&B logging for audits.
 
 An audit becomes one W&B run (``job_type="bias-audit"``): every number of the report as a scalar
 under ``audit/<level>/<score>/<category>/<statistic>`` (also in the run summary), the figure as an
 image, and the per-category table. With ``WANDB_MODE=offline`` the run is written locally and can
-be synced later (``judge_reward.wandb_offline`` reads it back).
+be synced later (the tests read it back with ``tests/wandb_offline.py``).
 """
 
 from __future__ import annotations

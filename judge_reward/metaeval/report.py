@@ -15,17 +15,10 @@ from typing import ClassVar, Literal, Mapping, Sequence
 
 import numpy as np
 
+from ..bootstrap import cluster_bootstrap
 from ..config import NonNegativeInt, OpenFraction, Section
 from .correlation import LEVELS, METHODS
-from .significance import (
-    GroupedData,
-    PairedResult,
-    WilliamsResult,
-    group_draws,
-    paired_bootstrap_test,
-    percentile_interval,
-    williams_test,
-)
+from .significance import GroupedData, PairedResult, WilliamsResult, paired_bootstrap_test, williams_test
 
 
 @dataclass(frozen=True)
@@ -268,8 +261,7 @@ def evaluate(
     aspects = list(human)
     per_metric = {name: _per_aspect(name, s, aspects, n) for name, s in metrics.items()}
     order = list(dict.fromkeys(groups))
-    # one set of draws for every metric, so their intervals come from the same resampled documents
-    draws = group_draws(len(order), config.n_bootstrap, config.seed) if config.n_bootstrap else None
+    # one seed for every metric: their intervals come from the same resampled documents
 
     results = []
     for name, by_aspect in per_metric.items():
@@ -283,9 +275,11 @@ def evaluate(
                     used = _support(data, level, per_group)
                     low = high = math.nan
                     valid = 0
-                    if draws is not None:
-                        samples = np.array([data.statistic(level, method, d, per_group) for d in draws])
-                        ci = percentile_interval(value, samples, config.confidence)
+                    if config.n_bootstrap:
+                        ci, _ = cluster_bootstrap(
+                            lambda draws: np.array([data.statistic(level, method, d, per_group) for d in draws]),
+                            len(order), value, config.n_bootstrap, config.confidence, config.seed,
+                        )  # fmt: skip
                         low, high, valid = ci.low, ci.high, ci.n_resamples
                     cells.append(Cell(level, method, value, low, high, used, valid))
             results.append(AspectResult(name, aspect, len(data.metric), data.dropped, cells))

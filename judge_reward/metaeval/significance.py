@@ -2,7 +2,8 @@
 
 * :func:`bootstrap_ci`: percentile bootstrap that resamples *groups* (documents / dialogue
   contexts), not items: the 16 summaries of one SummEval document share an article and are
-  not independent, so resampling items would give intervals that are too narrow.
+  not independent, so resampling items would give intervals that are too narrow (the cluster
+  bootstrap of :mod:`judge_reward.bootstrap`, on scipy.stats.bootstrap).
 * :func:`williams_test`: does metric A correlate better with humans than metric B on the same
   items? Williams (1959) test for dependent correlations in the form of Graham & Baldwin (2014),
   as used by Chiang & Lee (2023). It is a test on Pearson's r over independent items.
@@ -23,18 +24,8 @@ from typing import Hashable, Sequence
 import numpy as np
 from scipy import stats
 
+from ..bootstrap import Interval, cluster_bootstrap
 from .correlation import _as_float_array, _check_method, correlate, level_value
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A percentile bootstrap interval around ``value``; ``n_resamples`` counts the valid ones."""
-
-    value: float
-    low: float
-    high: float
-    confidence: float
-    n_resamples: int
 
 
 class GroupedData:
@@ -120,24 +111,6 @@ class GroupedData:
         return np.array([self.statistic(level, method, d, per_group) for d in draws])
 
 
-def group_draws(n_groups: int, n_resamples: int, seed: int = 0) -> np.ndarray:
-    """Bootstrap draws: ``n_resamples`` rows of ``n_groups`` group indices, with replacement."""
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, n_groups, size=(n_resamples, n_groups))
-
-
-def percentile_interval(value: float, samples: np.ndarray, confidence: float) -> Interval:
-    """Percentile interval of the finite ``samples`` (NaN bounds when none are finite)."""
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence={confidence!r}: expected a number between 0 and 1")
-    finite = samples[np.isfinite(samples)]
-    if len(finite) == 0:
-        return Interval(value, math.nan, math.nan, confidence, 0)
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(finite, [alpha, 1 - alpha])
-    return Interval(value, float(low), float(high), confidence, len(finite))
-
-
 def bootstrap_ci(
     metric,
     human,
@@ -157,8 +130,9 @@ def bootstrap_ci(
     """
     data = GroupedData(metric, human, groups, systems)
     value = level_value(level, metric, human, method, groups=groups, systems=systems)
-    samples = data.bootstrap(level, method, group_draws(data.n_groups, n_resamples, seed))
-    return percentile_interval(value, samples, confidence)
+    interval, _ = cluster_bootstrap(lambda draws: data.bootstrap(level, method, draws), data.n_groups, value,
+                                    n_resamples, confidence, seed)
+    return interval
 
 
 @dataclass(frozen=True)
@@ -272,11 +246,12 @@ def paired_bootstrap_test(
     order = list(dict.fromkeys(g))
     da, db = GroupedData(a, h, g, s, order), GroupedData(b, h, g, s, order)
     corr_a, corr_b = da.statistic(level, method), db.statistic(level, method)
-    draws = group_draws(len(order), n_resamples, seed)
-    deltas = da.bootstrap(level, method, draws) - db.bootstrap(level, method, draws)
+    ci, deltas = cluster_bootstrap(  # both metrics on the same resampled groups
+        lambda draws: da.bootstrap(level, method, draws) - db.bootstrap(level, method, draws),
+        len(order), corr_a - corr_b, n_resamples, confidence, seed,
+    )  # fmt: skip
     deltas = deltas[np.isfinite(deltas)]
     p = float(np.mean(deltas <= 0)) if len(deltas) else math.nan
-    ci = percentile_interval(corr_a - corr_b, deltas, confidence)
     return PairedResult("paired_bootstrap", level, method, corr_a, corr_b, corr_a - corr_b, p, ci, len(deltas))
 
 

@@ -376,11 +376,13 @@ def run_training(config: TrainRunConfig, output_dir: str | None = None, judge=No
         import wandb
 
         if wandb.run is not None:
-            from judge_reward.wandb_offline import finish_run, read_history
+            from transformers.integrations import rewrite_logs
 
-            run_dir = finish_run()
-            history = read_history(run_dir)
-            keys = sorted({k for row in history for k in row if k.startswith("train/judge/")})
+            run_dir = Path(wandb.run.dir).parent
+            wandb.finish()
+            # what the trainer logged, under the names its W&B callback gives them (train/judge/...)
+            history = trainer.state.log_history
+            keys = sorted({k for row in history for k in rewrite_logs(row) if k.startswith("train/judge/")})
             summary["wandb"] = {"run_dir": str(run_dir), "rows": len(history), "judge_keys": keys}
     (Path(output_dir) / "train_summary.json").write_text(json.dumps(
         {**summary, "config": asdict(config)}, indent=2, default=str))

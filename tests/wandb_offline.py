@@ -1,4 +1,7 @@
-"""Read back what an offline W&B run wrote (``WANDB_MODE=offline``), without a server.
+"""Read back what an offline W&B run wrote (``WANDB_MODE=offline``), without a server: the tests'
+check that each W&B logger's numbers reached W&B. wandb has no public reader of offline runs
+(``wandb sync`` needs a server), so this minimal one lives with the tests; the package itself reads
+what a trainer logged from ``trainer.state.log_history``.
 
 A run folder ``wandb/offline-run-*/`` holds ``run-<id>.wandb``: a 7-byte header (``:W&B``, a magic
 number, a version), then serialised ``wandb_internal_pb2.Record`` messages framed as LevelDB log
@@ -8,8 +11,7 @@ wandb-core writes the file from its own process and may still be writing it for 
 ``wandb.finish()`` returns; a finished run's file ends with its ``exit`` record, after every history
 row and summary update. So readers of a finished run wait for that record
 (:func:`wait_for_offline_run`, :func:`read_history`), and readers of a live one for a condition on
-what was logged. Used by ``judge-reward train`` (to confirm the judge's metrics reached W&B) and by
-the tests of every W&B logger.
+what was logged.
 """
 
 from __future__ import annotations
