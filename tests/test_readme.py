@@ -23,14 +23,16 @@ def code_blocks(lang: str) -> list[str]:
 
 
 def command_lines() -> list[list[str]]:
-    """Each `judge-reward ...` command in the README's bash blocks (continuations joined), as words."""
+    """Each `judge-reward ...` command in the README, in its bash blocks (continuations joined) and
+    its inline code, as words."""
     lines = []
-    for block in code_blocks("bash"):
-        for line in block.replace("\\\n", " ").splitlines():
-            for part in re.split(r"&&|;|\|", line.split("#")[0]):
-                words = shlex.split(part)
-                if words and words[0] == "judge-reward":
-                    lines.append(words)
+    texts = [line for block in code_blocks("bash") for line in block.replace("\\\n", " ").splitlines()]
+    texts += re.findall(r"`(judge-reward [^`]+)`", README)
+    for line in texts:
+        for part in re.split(r"&&|;|\|", line.split("#")[0]):
+            words = shlex.split(part)
+            if words and words[0] == "judge-reward":
+                lines.append(words)
     return lines
 
 
@@ -39,7 +41,7 @@ def test_every_readme_command_exists_with_the_options_it_uses():
 
     group = get_command(app)
     seen = command_lines()
-    assert len(seen) >= 5, seen
+    assert len(seen) >= 8, seen
     for words in seen:
         name = words[1]
         assert name in group.commands, f"README: judge-reward {name}: no such command"
