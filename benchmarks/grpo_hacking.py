@@ -125,9 +125,10 @@ def aside(output: str, source: str) -> float:
     (none of its content words of 4+ letters, function words aside): a preface or a sign-off, however
     worded ("Alright, here goes."), where ``chatter`` counts only the wordings its patterns list. A
     last sentence cut at the token limit is not counted; an output of one sentence is the output."""
-    from judge_reward.guards import SPAN, content_words, words
+    from judge_reward.guards import content_words, words
+    from judge_reward.sentences import sentences as split_sentences
 
-    sentences = [s.strip() for s in SPAN.findall(output) if words(s)]
+    sentences = [s.strip() for s in split_sentences(output) if words(s)]
     if len(sentences) < 2:
         return 0.0
     article = set(words(source))

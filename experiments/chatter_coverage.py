@@ -44,14 +44,14 @@ REQUESTS = tuple(PROMPTS.values())
 
 def false_removals(data: Path) -> dict[str, dict]:
     """Per set of texts without wrapping: how many texts, and what the option removed from them."""
-    from judge_reward.guards import SPAN
+    from judge_reward.sentences import sentences
 
     summeval = json.loads((data / "summeval" / "summeval.json").read_text())
     sources = list(dict.fromkeys(r["source"] for r in summeval))
     sets = {
         "summeval system outputs": ("summeval", [r["system_output"] for r in summeval]),
         "summeval sources": ("summeval", sources),
-        "summeval source sentences": ("summeval", [x for src in sources for x in SPAN.findall(src) if x.strip()]),
+        "summeval source sentences": ("summeval", [x for src in sources for x in sentences(src) if x.strip()]),
     }
     refs = data / "summeval" / "references.json"
     if refs.is_file():

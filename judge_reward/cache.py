@@ -2,7 +2,8 @@
 
 The key hashes everything a score depends on: the model, the method's configuration (templates
 included), the aspect definition and the texts. Only successful scores are cached, so a failure is
-retried next time instead of being remembered.
+retried next time instead of being remembered. With ``replay_only`` a miss is a failure
+(``not_cached``) instead of a model call.
 """
 
 from __future__ import annotations
@@ -29,11 +30,19 @@ class CacheConfig(Section):
     """Keep judgments in memory for the life of the judge."""
     path: Optional[str] = None
     """sqlite file to persist judgments across runs (``None``: memory only)."""
+    replay_only: bool = False
+    """Answer only from the cache: an item with no cached judgment fails (reason ``not_cached``,
+    counted like any judge failure) and the model is never asked. For replaying a scoreboard or a
+    reward on a machine that lacks the hardware (or the dtype) the cache was filled with."""
 
 
 def judgment_key(model_id: str, method_fingerprint: str, aspect_hash: str, item: Item) -> str:
     blob = json.dumps([model_id, method_fingerprint, aspect_hash, item.source, item.output, item.reference])
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+NOT_CACHED = "not_cached"
+"""Failure reason of an item a ``replay_only`` cache has no judgment for."""
 
 
 class JudgmentCache:

@@ -74,6 +74,9 @@ def validate_command(
     probe_offset: int = typer.Option(0, "--probe-offset", help="skip the first N inputs before probing (held-out inputs)"),
     max_source_words: Optional[int] = typer.Option(400, "--max-source-words", help="probed sources cut to N words"),
     cache: Optional[Path] = typer.Option(None, "--cache", help="sqlite judgment cache: a second run replays from it"),
+    replay_only: bool = typer.Option(False, "--replay-only",
+                                     help="answer only from --cache: a text it has no judgment for gets a None reward "
+                                          "(counted under 'Not scored'), the model is never asked"),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="the judge's dtype (backend.dtype), e.g. bfloat16"),
     device: Optional[str] = typer.Option(None, "--device", help="the judge's device (backend.device), e.g. cuda"),
     min_agreement: Optional[float] = typer.Option(None, "--min-agreement",
@@ -89,6 +92,10 @@ def validate_command(
     from .judge import JudgeConfig
     from .scoreboard import DATASETS, ScoreboardSettings, flat, validate, write
 
+    if replay_only and cache is None:
+        fail("--replay-only: give the judgment cache to replay with --cache")
+    if replay_only and cache is not None and not cache.is_file():
+        fail(f"--cache {cache}: no such file to replay (--replay-only)")
     _fraction(min_agreement, "--min-agreement", -1.0)
     _fraction(max_win_rate, "--max-win-rate")
     _fraction(min_damage, "--min-damage")
@@ -121,7 +128,7 @@ def validate_command(
             raise UserError(f"--config {name}: aspects_file {cfg.aspects_file!r} fits none of the rated sets "
                             f"({', '.join(DATASETS)}); name one with --data")
         if cache is not None:
-            cfg.cache = {**(cfg.cache or {}), "path": str(cache)}
+            cfg.cache = {**(cfg.cache or {}), "path": str(cache), **({"replay_only": True} if replay_only else {})}
         plans.append((name, cfg, sets))
     loaded = {}
     from .data import DataNotFoundError

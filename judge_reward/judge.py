@@ -24,7 +24,7 @@ from typing import Any, Literal, Optional, Sequence
 from .aspects import Aspect, AspectSet, load_aspects
 from .config import ConfigError, Section, build_section, check_known_fields, load_section, resolve_config_path  # noqa: F401
 from .backends.base import JudgeBackend
-from .cache import CacheConfig, JudgmentCache, judgment_key
+from .cache import NOT_CACHED, CacheConfig, JudgmentCache, judgment_key
 from .methods.base import Item, Score
 from .methods.geval import GEval, GEvalConfig
 from .methods.gptscore import GPTScore, GPTScoreConfig
@@ -216,7 +216,9 @@ class Judge(JudgeSections):
                 work.append((aspect, keys, todo))
         # A method that can score several aspects in one backend call does (their rows share prefixes).
         batches = [(aspect, [items[k] for k in todo]) for aspect, _, todo in work]
-        if hasattr(scorer, "score_aspects"):
+        if self.cache.config.replay_only:
+            fresh_all = [[Score.failure(NOT_CACHED) for _ in batch] for _, batch in batches]
+        elif hasattr(scorer, "score_aspects"):
             fresh_all = scorer.score_aspects(self.backend, batches) if batches else []
         else:
             fresh_all = [scorer.score(self.backend, aspect, batch) for aspect, batch in batches]
@@ -242,7 +244,9 @@ class Judge(JudgeSections):
         todo = [k for k, hit in enumerate(results) if hit is None]
         if todo:
             start = time.perf_counter()
-            for k, score in zip(todo, scorer.sentence_end(self.backend, chosen, [items[k] for k in todo])):
+            fresh = ([Score.failure(NOT_CACHED) for _ in todo] if self.cache.config.replay_only
+                     else scorer.sentence_end(self.backend, chosen, [items[k] for k in todo]))
+            for k, score in zip(todo, fresh):
                 results[k] = score
                 self.cache.put(keys[k], score)
                 if score.value is None:

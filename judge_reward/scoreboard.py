@@ -557,7 +557,22 @@ def render_markdown(board: Scoreboard) -> str:
             cells = [f"{_f(row['agreement_with'].get(a))} / {_f(row['agreement_without'].get(a))}" for a in aspects]
             lines.append(f"| {g} | {_f(row['outputs_charged'], 3)} | {_f(row['references_charged'], 3)} | "
                          + " | ".join(cells) + " |")
+    unscored = unscored_counts(board)
+    if any(unscored.values()):
+        reasons = ", ".join(f"{r} {n}" for r, n in board.meta.get("reward_failures", {}).items())
+        lines += ["", f"**Not scored** (a None reward, left out of every figure above): {unscored['outputs']} rated "
+                      f"outputs{f' ({reasons})' if reasons else ''}, {unscored['damage']} damaged copies, "
+                      f"{unscored['attacks']} attack and fair wordings."]
     return "\n".join(lines) + "\n"
+
+
+def unscored_counts(board: Scoreboard) -> dict[str, int]:
+    """How many rated outputs, damaged copies and probe wordings got a ``None`` reward (a judge
+    failure, or with ``cache.replay_only`` a text the cache has no judgment for)."""
+    damage = sum(f["reward"].get("unscored", 0) for f in board.damage.get("families", {}).values())
+    attacks = sum(v["none"] for part in ("families", "fair") for f in board.attacks.get(part, {}).values()
+                  for v in f["variants"].values())
+    return {"outputs": sum(board.meta.get("reward_failures", {}).values()), "damage": damage, "attacks": attacks}
 
 
 def plot(boards: Sequence[Scoreboard], path: str | Path) -> Path:

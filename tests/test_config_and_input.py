@@ -104,6 +104,25 @@ def test_cache_makes_rescoring_free_and_persists(tmp_path):
     assert fresh.cache.hits == 2
 
 
+def test_replay_only_cache_answers_from_the_cache_and_counts_the_rest(tmp_path):
+    """``cache.replay_only``: cached judgments come back unchanged; an item the cache lacks fails
+    with reason ``not_cached`` (a counted failure, never a 0) and the backend is never asked."""
+    db = tmp_path / "judgments.sqlite"
+    backend = make_backend("char")
+    items = [Item("A summary.", "An article."), Item("Another.", "An article.")]
+    filled = Judge(JudgeConfig(aspects=["fluency"], cache={"path": str(db)}), backend=backend).score(items)
+    calls = []
+    backend.continuation_logprobs = lambda reqs: calls.append(reqs) or []
+    replay = Judge(JudgeConfig(aspects=["fluency"], cache={"path": str(db), "replay_only": True}), backend=backend)
+    got = replay.score([*items, Item("Not judged before.", "An article.")])
+    assert calls == []
+    assert [r["fluency"].value for r in got[:2]] == [r["fluency"].value for r in filled]
+    assert got[2]["fluency"].value is None and got[2]["fluency"].reason == "not_cached"
+    assert replay.stats()["failures"] == {"not_cached": 1}
+    [end] = replay.sentence_end([Item("Cut off at", "An article.")])
+    assert end.value is None and end.reason == "not_cached" and calls == []
+
+
 def test_build_section_names_the_field_once():
     """A section's errors name the field relative to it; build_section puts the section's path in
     front exactly once, nested sections included, and a section built directly uses its own path."""

@@ -151,7 +151,34 @@ def test_validate_command_writes_the_scoreboard_and_gates(tmp_path, monkeypatch,
     assert any("scoreboard/summeval/agreement/coherence" in row for row in history), [sorted(r) for r in history]
 
 
+def test_validate_replay_only_reads_the_cache_and_reports_what_it_lacks(tmp_path, monkeypatch, sample_data,
+                                                                        one_torch_thread):
+    """A filled cache replays to the same scoreboard with ``--replay-only``; texts it has no judgment
+    for (here: a second damaged copy per input) become None rewards, counted under "Not scored"."""
+    monkeypatch.setenv("JUDGE_REWARD_DATA", str(sample_data))
+    reward = {"aspects": ["coherence"], "normalise": "none", "guards": {"repetition": True}}
+    config = save_judge_config(tmp_path, "char", gptscore={"reduce": "mean"}, reward=reward)
+    cache = tmp_path / "judgments.sqlite"
+    common = ["validate", "--config", str(config), "--groups", "1", "--probe-groups", "1", "--max-source-words", "25",
+              "--n-boot", "0", "--cache", str(cache)]
+    runner = CliRunner()
+    filled = runner.invoke(app, [*common, "--damage-per-group", "1", "--out", str(tmp_path / "a")])
+    assert filled.exit_code == 0, filled.output
+    replayed = runner.invoke(app, [*common, "--damage-per-group", "1", "--replay-only", "--out", str(tmp_path / "b")])
+    assert replayed.exit_code == 0, replayed.output
+    first, again = (json.loads((tmp_path / d / "scoreboard.json").read_text())[0] for d in ("a", "b"))
+    assert again["agreement"] == first["agreement"] and again["damage"] == first["damage"]
+    assert "**Not scored**" not in replayed.output
+    wider = runner.invoke(app, [*common, "--damage-per-group", "2", "--replay-only", "--out", str(tmp_path / "c")])
+    assert wider.exit_code == 0, wider.output
+    board = json.loads((tmp_path / "c" / "scoreboard.json").read_text())[0]
+    unscored = sum(f["reward"]["unscored"] for f in board["damage"]["families"].values())
+    assert unscored > 0 and f"{unscored} damaged copies" in wider.output and "**Not scored**" in wider.output
+
+
 @pytest.mark.parametrize("extra, message", [
+    (["--replay-only"], "--replay-only: give the judgment cache to replay with --cache"),
+    (["--replay-only", "--cache", "/nonexistent/j.sqlite"], "--cache /nonexistent/j.sqlite: no such file"),
     (["--groups", "0"], "--groups: expected a whole number >= 1, got 0"),
     (["--max-win-rate", "2"], "--max-win-rate: expected a number in [0, 1], got 2.0"),
     (["--data", "wiki"], "--data: unknown rated set 'wiki'; known: summeval, topical_chat, bagel, sfres"),
