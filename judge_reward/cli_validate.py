@@ -144,8 +144,15 @@ def validate_command(
                                   max_source_words=max_source_words, n_bootstrap=n_boot, seed=seed)
     from .reward import Reward
 
+    from .validated import judge_model, other_judge_problem
+
     boards = []
     for name, cfg, sets in plans:
+        if other_judge_problem(cfg):  # this run is the re-validation: measure, and say what to record
+            typer.echo(f"note: {name} was validated with {cfg.validated_with.judge}; this scoreboard measures "
+                       f"{judge_model(cfg)}. If it holds, set validated_with.judge: {judge_model(cfg)} in the config",
+                       err=True)
+            cfg.validated_with = None
         reward = Reward.from_config(cfg)
         for d in sets:
             dataset, refs = loaded[d]

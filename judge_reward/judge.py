@@ -28,6 +28,7 @@ from .cache import NOT_CACHED, CacheConfig, JudgmentCache, judgment_key
 from .methods.base import Item, Score
 from .methods.geval import GEval, GEvalConfig
 from .methods.gptscore import GPTScore, GPTScoreConfig
+from .validated import ValidatedWith
 
 METHODS = ("gptscore", "geval", "rating")
 BACKENDS = ("hf", "openai")
@@ -50,6 +51,8 @@ class JudgeConfig(Section):
     """How scores become one reward (:class:`~judge_reward.reward.RewardConfig` fields: aspects,
     weights, normalise, partial, guards); what ``judge-reward score``, the service and the TRL reward
     functions built from this config all return."""
+    validated_with: Optional[ValidatedWith] = None
+    """The judge the reward was validated with (:class:`ValidatedWith`); ``None``: not recorded."""
 
     source_file: Optional[str] = field(default=None, init=False, repr=False, compare=False)
     """The YAML file this config was read from (errors found later name it too)."""

@@ -37,6 +37,7 @@ from .guards import (
     mask_values, needs_sentence_end, neutralise, source_information, token_mask, unsupported_spans,
 )
 from .methods.base import Item, Score
+from .validated import check_validated_judge
 
 NORMALISATIONS = ("none", "unit", "scale")
 # guards computed from the judge's token log-probabilities, after it scored (the others read the texts)
@@ -174,6 +175,8 @@ class Reward:
             if unknown_aspects:
                 raise ConfigError(f"reward.aspects: unknown aspect(s) {unknown_aspects}; known: {sorted(known)}")
             self.aspects = [known[n] for n in names]
+        if hasattr(judge, "backend") and getattr(getattr(judge, "config", None), "validated_with", None):
+            check_validated_judge(judge.config)  # guard strengths are in the validating judge's units
         self.method_name = config.method or judge.config.method
         if callable(getattr(judge, "method", None)):
             judge.method(self.method_name)  # validate the method's config section before any scoring

@@ -2,7 +2,7 @@
 
 import pytest
 
-from judge_reward import ConfigError, Item, Judge, JudgeConfig, load_aspects
+from judge_reward import ConfigError, Item, Judge, JudgeConfig, Reward, load_aspects
 from judge_reward.aspects import Scale
 from tiny_models import make_backend
 
@@ -161,3 +161,47 @@ def test_build_section_names_the_field_once():
         Inner(size=True)  # built directly: named by its usual path; a bool is not an integer
     with pytest.raises(ConfigError, match=r"^inner\.size: expected a positive integer, got '3'$"):
         Outer(inner={"size": "3"})
+
+
+def _validated_config(judge: str, **extra) -> JudgeConfig:
+    return JudgeConfig(aspects=["fluency"], reward={"aspects": ["fluency"]},
+                       validated_with={"judge": judge, **extra})
+
+
+def test_a_reward_validated_with_another_judge_warns_and_can_refuse():
+    """Guard strengths are in the validating judge's units: another backend.model warns, names both
+    models and the command; ``on_other_judge: error`` refuses; the same judge is silent."""
+    import warnings
+
+    from judge_reward.validated import OtherJudgeWarning
+
+    backend = make_backend("char")
+    with pytest.warns(OtherJudgeWarning, match=r"validated_with.judge is 'org/other-judge' but backend.model is "
+                                               r"'embedded:gemma3-270m'.*judge-reward validate"):
+        Reward(Judge(_validated_config("org/other-judge"), backend=backend))
+    with pytest.raises(ConfigError, match=r"validated_with.judge: .*'org/other-judge'"):
+        Reward(Judge(_validated_config("org/other-judge", on_other_judge="error"), backend=backend))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Reward(Judge(_validated_config("embedded:gemma3-270m"), backend=backend))
+        Reward(Judge(JudgeConfig(aspects=["fluency"], reward={"aspects": ["fluency"]}), backend=backend))
+
+
+def test_validated_with_is_checked_when_the_config_loads():
+    with pytest.raises(ConfigError, match="validated_with.on_other_judge"):
+        _validated_config("x", on_other_judge="ignore")
+    with pytest.raises(ConfigError, match="validated_with"):
+        JudgeConfig(validated_with={"scoreboard": "docs"})  # no judge named
+
+
+def test_the_shipped_rewards_name_the_judge_they_were_validated_with():
+    from judge_reward.validated import judge_model
+
+    for name in ("default", "gptscore", "information"):
+        config = JudgeConfig.load(name)
+        assert config.validated_with is not None and config.validated_with.judge == judge_model(config), name
+    served = JudgeConfig.load("default")
+    served.backend = {"kind": "openai", "model": "org/served-judge", "base_url": "http://127.0.0.1:9/v1"}
+    from judge_reward.validated import other_judge_problem
+
+    assert "org/served-judge" in other_judge_problem(served)
