@@ -12,8 +12,9 @@ Penalty guards share one shape: a statistic ``x`` of the text, a ``threshold`` u
 is free, and a ``weight`` (in the reward's units) that is paid in full when ``x`` reaches its worst
 value: ``penalty = weight * clip((x - threshold) / (worst - threshold), 0, 1)``.
 
-The statistics work on lower-cased word tokens (``\\w+``), so they apply to any language that
-separates words, any task and any aspect file; none is tuned to a probe's wording. What does depend
+The statistics work on lower-cased word tokens (``\\w+``; in a script written without spaces, such
+as Chinese or Japanese, each character is a token), so they apply to any language, any task and any
+aspect file; none is tuned to a probe's wording. What does depend
 on the language is data: the word lists (function words, words that cannot end a sentence, number
 words, list conjunctions) and the phrasing the injection guard removes are in
 ``judge_reward/wordlists/*.yaml``, each keyed by the language code that ``reward.guards.language``
@@ -47,8 +48,20 @@ from .config import (  # noqa: F401 (ConfigError re-exported)
 from .sentences import sentence_spans, splits
 from .wordlists import function_words, has_entry, languages, list_conjunctions, number_words, open_endings, phrasing
 
-WORD = re.compile(r"\w+", re.UNICODE)
-TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+# Scripts written without spaces between words (Han ideographs, Japanese kana): each character is a
+# word of its own, so that copies, repetition, length and grounding are counted in them as in scripts
+# that separate words (a Chinese clause would otherwise be one "word", found in no source).
+UNSPACED = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+UNSPACED_CHAR = re.compile(rf"(?=\w)[{UNSPACED}]")
+_WORD = rf"(?=\w)[{UNSPACED}]|[^\W{UNSPACED}]+"  # \w+, with a character of an unspaced script alone
+WORD = re.compile(_WORD)
+TOKEN = re.compile(rf"{_WORD}|[^\w\s]")
+
+
+def whole_word(word: str) -> str:
+    """A pattern for ``word`` standing as a word of its own: between word boundaries, or anywhere for
+    a character of an unspaced script (each is a word)."""
+    return re.escape(word) if UNSPACED_CHAR.fullmatch(word) else rf"\b{re.escape(word)}\b"
 
 
 def words(text: str) -> list[str]:
@@ -143,7 +156,7 @@ def token_mask(token_texts: Sequence[str], spans: Sequence[tuple[int, int]]) -> 
 
 # Words for matching copies: a hyphenated word is one word ("Mer-son" reads as "merson"), so that
 # hyphens inserted into copied words do not hide them.
-MATCH_WORD = re.compile(r"\w+(?:[-\u2010\u2011]\w+)*")
+MATCH_WORD = re.compile(rf"(?=\w)[{UNSPACED}]|[^\W{UNSPACED}]+(?:[-\u2010\u2011][^\W{UNSPACED}]+)*")
 NEAR_COPY_MIN_CHARS = 4  # near copies follow content words: 4+ letters, not function words
 
 
@@ -235,7 +248,8 @@ SENTENCE_FINAL = ".!?\u3002\uff01\uff1f\uff61\u0964\u061f\u037e\u0589\u1362"
 TERMINAL = re.compile(rf"[{re.escape(SENTENCE_FINAL)}](\s*[\"'\u201d\u2019)\]\u300d\u300f\uff09])*\s*$")
 
 
-TRAILING_MARK = re.compile(r"[,;:\-\u2013\u2014(\[{]\s*$")
+# a comma, colon, dash or opening bracket (Latin, and CJK's ，、；：（「『)
+TRAILING_MARK = re.compile(r"[,;:\-\u2013\u2014(\[{\uff0c\u3001\uff1b\uff1a\uff08\u300c\u300e]\s*$")
 
 
 def ends_cut(text: str, source: "SourceStats | None" = None, language: str = "en") -> bool:
@@ -290,11 +304,13 @@ def overused_share(text_words: Sequence[str], max_uses: int, min_chars: int = 4,
 
 
 def is_content_word(word: str, min_chars: int, skip_function_words: bool = False, language: str = "en") -> bool:
-    """At least ``min_chars`` long, and with ``skip_function_words`` not a function word of ``language``
+    """At least ``min_chars`` long (or a character of a script without spaces), and with ``skip_function_words`` not a function word of ``language``
     (``wordlists/function_words.yaml``): words that carry no content are in every source, so a
     sentence of generic prose built from them ("more details may come to light over time") would
     pass as grounded if they counted (grounding's default ``min_chars``, 4, leaves the shorter ones out)."""
-    return len(word) >= min_chars and not (skip_function_words and word in function_words(language))
+    # a character of an unspaced script is a word however short: min_chars counts the letters of a word
+    return ((len(word) >= min_chars or bool(UNSPACED_CHAR.fullmatch(word)))
+            and not (skip_function_words and word in function_words(language)))
 
 
 def content_words(text_words: Sequence[str], min_chars: int, skip_function_words: bool = False,
@@ -359,10 +375,10 @@ def unsupported_spans(text: str, source_words: set, min_chars: int, threshold: f
 
 @functools.cache
 def list_separator(language: str = "en") -> re.Pattern:
-    """What separates a list's items: a comma, semicolon, colon, slash, bullet or spaced dash, or a
-    conjunction of ``language`` (``wordlists/list_conjunctions.yaml``: "and", "or")."""
-    conjunctions = "".join(rf"|\b{re.escape(w)}\b" for w in list_conjunctions(language))
-    return re.compile(rf"\s*(?:[,;:/&|\u2022\u00b7]|\s-\s{conjunctions})\s*", re.I)
+    """What separates a list's items: a comma, semicolon, colon, slash, bullet or spaced dash (CJK's
+    ，、；： too), or a conjunction of ``language`` (``wordlists/list_conjunctions.yaml``: "and", "or")."""
+    conjunctions = "".join("|" + whole_word(w) for w in list_conjunctions(language))
+    return re.compile(rf"\s*(?:[,;:/&|\u2022\u00b7\uff0c\u3001\uff1b\uff1a]|\s-\s{conjunctions})\s*", re.I)
 
 
 def is_bare_list(sentence: str, min_items: int, max_item_words: int, language: str = "en") -> bool:
@@ -970,7 +986,7 @@ VALUE_MASK = "#"
 @functools.cache
 def number_word_pattern(language: str = "en") -> re.Pattern:
     """The number words up to ten of ``language`` (``wordlists/number_words.yaml``), as whole words."""
-    return re.compile(rf"(?i)\b(?:{'|'.join(re.escape(w) for w in number_words(language))})\b")
+    return re.compile(rf"(?i){'|'.join(whole_word(w) for w in number_words(language))}")
 
 
 def mask_values(text: str, language: str = "en") -> tuple[str, int]:
