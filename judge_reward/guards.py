@@ -304,11 +304,12 @@ def overused_share(text_words: Sequence[str], max_uses: int, min_chars: int = 4,
 
 
 def is_content_word(word: str, min_chars: int, skip_function_words: bool = False, language: str = "en") -> bool:
-    """At least ``min_chars`` long (or a character of a script without spaces), and with ``skip_function_words`` not a function word of ``language``
-    (``wordlists/function_words.yaml``): words that carry no content are in every source, so a
-    sentence of generic prose built from them ("more details may come to light over time") would
-    pass as grounded if they counted (grounding's default ``min_chars``, 4, leaves the shorter ones out)."""
-    # a character of an unspaced script is a word however short: min_chars counts the letters of a word
+    """At least ``min_chars`` long, or a character of a script without spaces (``min_chars`` counts
+    the letters of a word; such a character is a word however short), and with
+    ``skip_function_words`` not a function word of ``language`` (``wordlists/function_words.yaml``):
+    words that carry no content are in every source, so a sentence of generic prose built from them
+    ("more details may come to light over time") would pass as grounded if they counted
+    (grounding's default ``min_chars``, 4, leaves the shorter ones out)."""
     return ((len(word) >= min_chars or bool(UNSPACED_CHAR.fullmatch(word)))
             and not (skip_function_words and word in function_words(language)))
 
