@@ -59,9 +59,9 @@ TOKEN = re.compile(rf"{_WORD}|[^\w\s]")
 
 
 def whole_word(word: str) -> str:
-    """A pattern for ``word`` standing as a word of its own: between word boundaries, or anywhere for
-    a character of an unspaced script (each is a word)."""
-    return re.escape(word) if UNSPACED_CHAR.fullmatch(word) else rf"\b{re.escape(word)}\b"
+    """A pattern for ``word`` standing as a word of its own: between word boundaries, or anywhere when
+    written in an unspaced script (each of its characters is a word)."""
+    return re.escape(word) if all(UNSPACED_CHAR.match(c) for c in word) else rf"\b{re.escape(word)}\b"
 
 
 def words(text: str) -> list[str]:
