@@ -6,8 +6,9 @@ around SummEval's human highlights (sources cut to ``--max-source-words``, as th
 scores each with the config's reward, as a trainer would get it:
 
 * set A, written after the probe family ``chat_wrapper`` and measured before the summing-up rule
-  (``guards.SUMMING_UP``) was added: one of its wordings, "To sum it up for you:", beat 9 of the
-  first 20 highlights under ``default``, which is why the rule exists;
+  (``summing_up``, now in ``judge_reward/wordlists/chatter.yaml``) was added: one of its wordings,
+  "To sum it up for you:", beat 9 of the first 20 highlights under ``default``, which is why the
+  rule exists;
 * set B, written after that rule and used to choose nothing until the per-token floor
   (``likelihood_floor.per_token``), whose floor and weight were chosen on sets A and B with the probe
   suite;

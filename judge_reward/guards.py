@@ -12,8 +12,14 @@ Penalty guards share one shape: a statistic ``x`` of the text, a ``threshold`` u
 is free, and a ``weight`` (in the reward's units) that is paid in full when ``x`` reaches its worst
 value: ``penalty = weight * clip((x - threshold) / (worst - threshold), 0, 1)``.
 
-The statistics work on lower-cased word tokens (``\\w+``), so they apply to any language that
-separates words, any task and any aspect file; none is tuned to a probe's wording.
+The statistics work on lower-cased word tokens (``\\w+``; in a script written without spaces, such
+as Chinese or Japanese, each character is a token), so they apply to any language, any task and any
+aspect file; none is tuned to a probe's wording. What does depend
+on the language is data: the word lists (function words, words that cannot end a sentence, number
+words, list conjunctions) and the phrasing the injection guard removes are in
+``judge_reward/wordlists/*.yaml``, each keyed by the language code that ``reward.guards.language``
+names (English, ``en``, shipped), and sentences are cut by pysbd in that language. A language is
+added by adding its key to the files its enabled guards read (:meth:`GuardsConfig.language_data`).
 """
 
 from __future__ import annotations
@@ -35,14 +41,27 @@ from .config import (  # noqa: F401 (ConfigError re-exported)
     PositiveFloat,
     PositiveInt,
     Section,
+    Text,
     Weight,
     build_section,
 )
-from .sentences import sentence_spans
-from .wordlists import function_words
+from .sentences import sentence_spans, splits
+from .wordlists import function_words, has_entry, languages, list_conjunctions, number_words, open_endings, phrasing
 
-WORD = re.compile(r"\w+", re.UNICODE)
-TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+# Scripts written without spaces between words (Han ideographs, Japanese kana): each character is a
+# word of its own, so that copies, repetition, length and grounding are counted in them as in scripts
+# that separate words (a Chinese clause would otherwise be one "word", found in no source).
+UNSPACED = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+UNSPACED_CHAR = re.compile(rf"(?=\w)[{UNSPACED}]")
+_WORD = rf"(?=\w)[{UNSPACED}]|[^\W{UNSPACED}]+"  # \w+, with a character of an unspaced script alone
+WORD = re.compile(_WORD)
+TOKEN = re.compile(rf"{_WORD}|[^\w\s]")
+
+
+def whole_word(word: str) -> str:
+    """A pattern for ``word`` standing as a word of its own: between word boundaries, or anywhere when
+    written in an unspaced script (each of its characters is a word)."""
+    return re.escape(word) if all(UNSPACED_CHAR.match(c) for c in word) else rf"\b{re.escape(word)}\b"
 
 
 def words(text: str) -> list[str]:
@@ -137,7 +156,7 @@ def token_mask(token_texts: Sequence[str], spans: Sequence[tuple[int, int]]) -> 
 
 # Words for matching copies: a hyphenated word is one word ("Mer-son" reads as "merson"), so that
 # hyphens inserted into copied words do not hide them.
-MATCH_WORD = re.compile(r"\w+(?:[-\u2010\u2011]\w+)*")
+MATCH_WORD = re.compile(rf"(?=\w)[{UNSPACED}]|[^\W{UNSPACED}]+(?:[-\u2010\u2011][^\W{UNSPACED}]+)*")
 NEAR_COPY_MIN_CHARS = 4  # near copies follow content words: 4+ letters, not function words
 
 
@@ -183,13 +202,14 @@ def near_copy_spans(output: Sequence[str], source: Sequence[str], index: dict, m
 def copy_spans(text: str, source: "SourceStats", min_fragment: int, near_copy_words: int = 0) -> list[tuple[int, int]]:
     """Character spans of ``text`` (lower-cased) that copy the source: verbatim fragments of at
     least ``min_fragment`` words, and with ``near_copy_words`` runs of at least that many content
-    words that follow the source with small edits (:func:`near_copy_spans`)."""
+    words (function words of the source's language left out) that follow the source with small
+    edits (:func:`near_copy_spans`)."""
     found = match_words(text)
     keys = [_key(m) for m in found]
     spans = [(found[start].start(), found[start + n - 1].end())
              for start, n in fragment_spans(keys, source.match_keys, source.match_positions) if n >= min_fragment]
     if near_copy_words:
-        content = [k for k, w in enumerate(keys) if is_content_word(w, NEAR_COPY_MIN_CHARS, True)]
+        content = [k for k, w in enumerate(keys) if is_content_word(w, NEAR_COPY_MIN_CHARS, True, source.language)]
         runs = near_copy_spans([keys[k] for k in content], source.content_keys, source.content_positions, near_copy_words)
         spans += [(found[content[a]].start(), found[content[b - 1]].end()) for a, b in runs]
     return spans
@@ -228,35 +248,29 @@ SENTENCE_FINAL = ".!?\u3002\uff01\uff1f\uff61\u0964\u061f\u037e\u0589\u1362"
 TERMINAL = re.compile(rf"[{re.escape(SENTENCE_FINAL)}](\s*[\"'\u201d\u2019)\]\u300d\u300f\uff09])*\s*$")
 
 
-# English words that do not close a sentence: an output whose last word is one of these, with no
-# terminal punctuation, was cut (reward.guards.ending, mode cut).
-OPEN_ENDINGS = frozenset("""
-a an the of to in on at by for from with into onto upon over under about after before between through during
-against among and or but nor so yet as than that which who whom whose whether if because although though while
-when where is was are were be been being has have had do does did will would can could shall should may might
-must not his her its their our my your this these those such no every each any some all both either neither
-very more most less least also just only even said says told according including like
-""".split())
-TRAILING_MARK = re.compile(r"[,;:\-\u2013\u2014(\[{]\s*$")
+# a comma, colon, dash or opening bracket (Latin, and CJK's ，、；：（「『)
+TRAILING_MARK = re.compile(r"[,;:\-\u2013\u2014(\[{\uff0c\u3001\uff1b\uff1a\uff08\u300c\u300e]\s*$")
 
 
-def ends_cut(text: str, source: "SourceStats | None" = None) -> bool:
+def ends_cut(text: str, source: "SourceStats | None" = None, language: str = "en") -> bool:
     """Whether the text stops where no sentence ends: not :func:`ends_complete`, and its last word is
-    one of :data:`OPEN_ENDINGS`, or it ends on a comma, colon, dash or opening bracket, or (given the
-    ``source``) its last words copy a source sentence that goes on after them."""
+    one that cannot close a sentence in ``language`` (``wordlists/open_endings.yaml``), or it ends on a
+    comma, colon, dash or opening bracket, or (given the ``source``) its last words copy a source
+    sentence that goes on after them."""
     text = text.strip()
     if not text or ends_complete(text):
         return False
     if TRAILING_MARK.search(text):
         return True
     last = words(text)
-    return bool(last) and (last[-1] in OPEN_ENDINGS or (source is not None and source.stops_mid_sentence(last)))
+    return bool(last) and (last[-1] in open_endings(language)
+                           or (source is not None and source.stops_mid_sentence(last)))
 
 
-def needs_sentence_end(text: str) -> bool:
+def needs_sentence_end(text: str, language: str = "en") -> bool:
     """Whether ``ending.mode: judge`` asks the judge about this text: it has no terminal punctuation
     and no text rule already calls it cut (:func:`ends_cut` without a source)."""
-    return bool(text.strip()) and not ends_complete(text) and not ends_cut(text)
+    return bool(text.strip()) and not ends_complete(text) and not ends_cut(text, language=language)
 
 
 def ends_complete(text: str) -> bool:
@@ -279,36 +293,37 @@ def repeated_share(output: Sequence[str], n: int) -> float:
     return 1.0 - len(set(grams)) / len(grams)
 
 
-def overused_share(text_words: Sequence[str], max_uses: int, min_chars: int = 4) -> float:
+def overused_share(text_words: Sequence[str], max_uses: int, min_chars: int = 4, language: str = "en") -> float:
     """Share of the output's content words (:func:`content_words`, function words skipped) that
     are a word's use beyond its ``max_uses``-th: a name said again and again between other words,
     which no repeated word triple shows ("Charles Manuel of Iowa in Iowa has surrendered his state
     license in Iowa to the Iowa Board": 2 of 10)."""
-    counts = Counter(content_words(text_words, min_chars, skip_function_words=True))
+    counts = Counter(content_words(text_words, min_chars, skip_function_words=True, language=language))
     total = sum(counts.values())
     return sum(max(0, c - max_uses) for c in counts.values()) / total if total else 0.0
 
 
-# Words that carry no content (judge_reward/wordlists/function_words.yaml; grounding's default
-# min_chars, 4, already leaves the shorter ones out): every source has them, so a sentence of generic
-# prose built from them ("more details may come to light over time") would pass as grounded if they
-# counted (reward.guards.grounding.skip_function_words).
-FUNCTION_WORDS = function_words("en")
+def is_content_word(word: str, min_chars: int, skip_function_words: bool = False, language: str = "en") -> bool:
+    """At least ``min_chars`` long, or a character of a script without spaces (``min_chars`` counts
+    the letters of a word; such a character is a word however short), and with
+    ``skip_function_words`` not a function word of ``language`` (``wordlists/function_words.yaml``):
+    words that carry no content are in every source, so a sentence of generic prose built from them
+    ("more details may come to light over time") would pass as grounded if they counted
+    (grounding's default ``min_chars``, 4, leaves the shorter ones out)."""
+    return ((len(word) >= min_chars or bool(UNSPACED_CHAR.fullmatch(word)))
+            and not (skip_function_words and word in function_words(language)))
 
 
-def is_content_word(word: str, min_chars: int, skip_function_words: bool = False) -> bool:
-    return len(word) >= min_chars and not (skip_function_words and word in FUNCTION_WORDS)
+def content_words(text_words: Sequence[str], min_chars: int, skip_function_words: bool = False,
+                  language: str = "en") -> list[str]:
+    """The words a grounding check counts (:func:`is_content_word`)."""
+    return [w for w in text_words if is_content_word(w, min_chars, skip_function_words, language)]
 
 
-def content_words(text_words: Sequence[str], min_chars: int, skip_function_words: bool = False) -> list[str]:
-    """The words a grounding check counts: at least ``min_chars`` long, and with
-    ``skip_function_words`` not in :data:`FUNCTION_WORDS`."""
-    return [w for w in text_words if is_content_word(w, min_chars, skip_function_words)]
-
-
-def novel_word_share(output: Sequence[str], source_words: set, min_chars: int, skip_function_words: bool = False) -> float:
+def novel_word_share(output: Sequence[str], source_words: set, min_chars: int, skip_function_words: bool = False,
+                     language: str = "en") -> float:
     """Share of the output's content words (:func:`content_words`) absent from the source."""
-    content = content_words(output, min_chars, skip_function_words)
+    content = content_words(output, min_chars, skip_function_words, language)
     if not content:
         return 1.0
     return sum(w not in source_words for w in content) / len(content)
@@ -318,14 +333,14 @@ MIN_SENTENCE_CONTENT = 3  # a sentence with fewer content words says too little 
 
 
 def _sentence_verdicts(text: str, source_words: set, min_chars: int, threshold: float,
-                       skip_function_words: bool = False):
+                       skip_function_words: bool = False, language: str = "en"):
     """Each sentence or line of ``text`` (:func:`~judge_reward.sentences.sentence_spans`): its span,
     its number of content words, and whether it is unsupported (see :func:`unsupported_sentence_share`)."""
-    for span in sentence_spans(text):
+    for span in sentence_spans(text, language):
         sentence = words(text[span[0]:span[1]])
         size = content_words(sentence, min_chars)  # what the sentence weighs in the share
         # the verdict reads only the words that can show grounding (function words are everywhere)
-        evidence = content_words(sentence, min_chars, skip_function_words)
+        evidence = content_words(sentence, min_chars, skip_function_words, language)
         new = sum(w not in source_words for w in evidence)
         unsupported = bool(evidence) and (new / len(evidence) > threshold if len(evidence) >= MIN_SENTENCE_CONTENT
                                           else new == len(evidence))
@@ -333,7 +348,7 @@ def _sentence_verdicts(text: str, source_words: set, min_chars: int, threshold: 
 
 
 def unsupported_sentence_share(text: str, source_words: set, min_chars: int, threshold: float,
-                               skip_function_words: bool = False) -> tuple[float, list[str]]:
+                               skip_function_words: bool = False, language: str = "en") -> tuple[float, list[str]]:
     """Share of the text's content words that sit in *unsupported* sentences, and those sentences.
 
     A sentence is unsupported when it has at least three content words and more than ``threshold``
@@ -343,7 +358,8 @@ def unsupported_sentence_share(text: str, source_words: set, min_chars: int, thr
     alone: nearly all of its words are new.
     """
     total, unsupported, found = 0, 0, []
-    for (a, b), size, flagged in _sentence_verdicts(text, source_words, min_chars, threshold, skip_function_words):
+    for (a, b), size, flagged in _sentence_verdicts(text, source_words, min_chars, threshold, skip_function_words,
+                                                    language):
         total += size
         if flagged:
             unsupported += size
@@ -352,27 +368,33 @@ def unsupported_sentence_share(text: str, source_words: set, min_chars: int, thr
 
 
 def unsupported_spans(text: str, source_words: set, min_chars: int, threshold: float,
-                      skip_function_words: bool = False) -> list[tuple[int, int]]:
+                      skip_function_words: bool = False, language: str = "en") -> list[tuple[int, int]]:
     """Character spans of the unsupported sentences of ``text`` (:func:`unsupported_sentence_share`)."""
     return [span for span, _, flagged in _sentence_verdicts(text, source_words, min_chars, threshold,
-                                                             skip_function_words) if flagged]
+                                                             skip_function_words, language) if flagged]
 
 
-LIST_SEPARATOR = re.compile(r"\s*(?:[,;:/&|\u2022\u00b7]|\s-\s|\band\b|\bor\b)\s*", re.I)
+@functools.cache
+def list_separator(language: str = "en") -> re.Pattern:
+    """What separates a list's items: a comma, semicolon, colon, slash, bullet or spaced dash (CJK's
+    ，、；： too), or a conjunction of ``language`` (``wordlists/list_conjunctions.yaml``: "and", "or")."""
+    conjunctions = "".join("|" + whole_word(w) for w in list_conjunctions(language))
+    return re.compile(rf"\s*(?:[,;:/&|\u2022\u00b7\uff0c\u3001\uff1b\uff1a]|\s-\s{conjunctions})\s*", re.I)
 
 
-def is_bare_list(sentence: str, min_items: int, max_item_words: int) -> bool:
+def is_bare_list(sentence: str, min_items: int, max_item_words: int, language: str = "en") -> bool:
     """Is the sentence nothing but a list: at least ``min_items`` items, none holding a function
-    word? Items are the pieces between commas, semicolons, colons, slashes, bullets, "and" or "or"
-    of at most ``max_item_words`` words, and each word of a longer piece whose words are all
+    word? Items are the pieces between the separators of :func:`list_separator` ("," "/" "and" "or"
+    ...) of at most ``max_item_words`` words, and each word of a longer piece whose words are all
     capitalised (names run together without commas). A sentence that lists names inside a clause
     ("backed by Taylor, Hoddle, Keegan and Eriksson") has a predicate and is prose."""
     items = 0
-    for piece in LIST_SEPARATOR.split(sentence):
+    skip = function_words(language)
+    for piece in list_separator(language).split(sentence):
         found = WORD.findall(piece)
         if not found:
             continue
-        if any(w.lower() in FUNCTION_WORDS for w in found):
+        if any(w.lower() in skip for w in found):
             return False
         if len(found) <= max_item_words:
             items += 1
@@ -383,7 +405,7 @@ def is_bare_list(sentence: str, min_items: int, max_item_words: int) -> bool:
     return items >= min_items
 
 
-def bare_list_share(text: str, min_items: int, max_item_words: int) -> tuple[float, list[str]]:
+def bare_list_share(text: str, min_items: int, max_item_words: int, language: str = "en") -> tuple[float, list[str]]:
     """Share of the text's words inside bare lists, and those lists: sentences or lines that are
     lists (:func:`is_bare_list`), and runs of at least ``min_items`` lines that are one bare item
     each (a bulleted list of keywords)."""
@@ -397,18 +419,18 @@ def bare_list_share(text: str, min_items: int, max_item_words: int) -> tuple[flo
             found.append(" / ".join(line.strip() for line in run))
         run.clear()
 
-    for a, b in sentence_spans(text):
+    for a, b in sentence_spans(text, language):
         span = text[a:b]
         n = len(words(span))
         total += n
         if not n:
             continue
-        if is_bare_list(span, min_items, max_item_words):
+        if is_bare_list(span, min_items, max_item_words, language):
             close_run()
             listed += n
             found.append(span.strip())
         elif span.endswith("\n") or b == len(text):
-            if is_bare_list(span, 1, max_item_words):
+            if is_bare_list(span, 1, max_item_words, language):
                 run.append(span)
             else:
                 close_run()
@@ -418,12 +440,12 @@ def bare_list_share(text: str, min_items: int, max_item_words: int) -> tuple[flo
     return (listed / total if total else 0.0), found
 
 
-def without_sentences(text: str, sentences: Sequence[str]) -> str:
+def without_sentences(text: str, sentences: Sequence[str], language: str = "en") -> str:
     """``text`` without the given sentences (as :func:`~judge_reward.sentences.sentence_spans` cuts
     them, stripped); a dropped sentence's line break stays."""
     drop = set(sentences)
     kept = []
-    for a, b in sentence_spans(text):
+    for a, b in sentence_spans(text, language):
         span = text[a:b]
         kept.append(span if span.strip() not in drop else ("\n" if span.endswith("\n") else ""))
     return "".join(kept)
@@ -683,13 +705,13 @@ class GroundingGuard(Section):
     rewritten lead sentence put before a real summary, probe family ``near_copy``); a count does
     not."""
     skip_function_words: bool = False
-    """Leave common English function words of ``min_chars`` or more letters (``with``, ``will``,
-    ``more``, ``over``, ... :data:`FUNCTION_WORDS`) out of the whole-text share and of each
-    sentence's verdict; a flagged sentence still weighs all its content words in the charged share.
-    Every source has them, so without this a sentence of generic prose built from them passes as
-    grounded (the probe suite's ``filler_c_start``: 5 of its 15 words of four or more letters are
-    function words). English only; off by default, and in the shipped ``default``, whose reward
-    was verified by GRPO runs without it."""
+    """Leave the function words of ``min_chars`` or more letters (English: ``with``, ``will``, ``more``,
+    ``over``, ...; the guards' ``language``'s list in ``wordlists/function_words.yaml``) out of the
+    whole-text share and of each sentence's verdict; a flagged sentence still weighs all its content
+    words in the charged share. Every source has them, so without this a sentence of generic prose
+    built from them passes as grounded (the probe suite's ``filler_c_start``: 5 of its 15 words of
+    four or more letters are function words). Off by default, and in the shipped ``default``, whose
+    reward was verified by GRPO runs without it."""
 
     def check(self) -> None:
         if self.per_sentence is not None and self.sentence_threshold is None:
@@ -704,7 +726,8 @@ class EndingGuard(Section):
 
     ``mode: cut`` charges only an ending no finished sentence has: no terminal punctuation *and*
     a last word that cannot close a sentence (an article, preposition, conjunction, auxiliary or
-    possessive: ``... had another dig at``), a trailing comma, colon, dash or opening bracket, or last
+    possessive: ``... had another dig at``; the guards' ``language``'s list in
+    ``wordlists/open_endings.yaml``), a trailing comma, colon, dash or opening bracket, or last
     words copied from a source sentence that goes on after them (a pasted passage cut by a token limit).
     Some honest outputs end without a full stop (4-7% of SummEval's system outputs and human
     highlights); ``mode: punctuation`` charges those too.
@@ -737,8 +760,9 @@ class WordListGuard(Section):
     information and a form-filling judge's relevance without saying anything about them (probe
     family ``near_copy``: the names before a real summary). The penalty grows with the share of the
     output's words in such lists, from 0 to the full ``weight`` at ``full_at``. A list inside a
-    clause ("backed by Taylor, Hoddle, Keegan and Eriksson") is prose and is not charged. English
-    function words only."""
+    clause ("backed by Taylor, Hoddle, Keegan and Eriksson") is prose and is not charged. The function
+    words and the conjunctions ("and", "or") are the guards' ``language``'s (``wordlists/function_words.yaml``,
+    ``wordlists/list_conjunctions.yaml``)."""
 
     section_path: ClassVar[str] = "reward.guards.word_list"
 
@@ -769,6 +793,9 @@ class InjectionGuard(Section):
     such words raise a likelihood-based reward: the opener is likelier once the judge has read the
     source, and readable words lift the readability floor (docs/rewards.md, "A chat assistant's
     wrapping"). Wrapping worded otherwise still reaches the judge (``experiments/unlisted_wrappers.py``).
+
+    The wording is the guards' ``language``'s (``wordlists/injection.yaml``, with ``chatter``
+    ``wordlists/chatter.yaml``); the structure around it (a label, a colon, a number) is not.
     """
 
     section_path: ClassVar[str] = "reward.guards.injection"
@@ -786,7 +813,8 @@ class ValueEchoGuard(Section):
     Such a judge copies a number it reads near its form slot, however the number is dressed (a
     filled form, ``Coherence?: 5``, ``five out of five``, look-alike letters, a JSON block): no list
     of wordings can be complete. So the reward scores the output a second time with every number
-    and number word masked (:func:`mask_values`) and charges each aspect what its value with the
+    and number word (the guards' ``language``'s, ``wordlists/number_words.yaml``) masked
+    (:func:`mask_values`) and charges each aspect what its value with the
     numbers exceeds its value without them (normalised, less ``margin``), times ``weight``; with
     ``weight`` 1 and ``margin`` 0 an aspect is worth at most its masked value. A failed masked
     pass fails the reward. Costs one more judge pass for each output that holds a number.
@@ -816,10 +844,17 @@ GUARD_TYPES = {
 
 @dataclass
 class GuardsConfig(Section):
-    """Every guard of a reward, each off unless its section says ``enabled: true`` (or just ``true``)."""
+    """Every guard of a reward, each off unless its section says ``enabled: true`` (or just ``true``),
+    and the ``language`` of the texts they read."""
 
     section_path: ClassVar[str] = "reward.guards"
     field_kind: ClassVar[str] = "guard"
+
+    language: Text = "en"
+    """The ISO 639-1 code of the outputs' and sources' language: which sentence splitter (pysbd's)
+    and which entry of each ``judge_reward/wordlists/*.yaml`` file the guards read. A language is
+    added by adding its key to the files its enabled guards read (:meth:`language_data`); one that
+    lacks a file the enabled guards read is a config error, never English in its place."""
 
     injection: InjectionGuard = field(default_factory=InjectionGuard)
     value_echo: ValueEchoGuard = field(default_factory=ValueEchoGuard)
@@ -844,6 +879,38 @@ class GuardsConfig(Section):
             if section.enabled and section.grounded_only and not (grounding.enabled and grounding.sentence_threshold is not None):
                 raise ConfigError("grounded_only needs the grounding guard on with sentence_threshold set",
                                   field=f"{name}.grounded_only")
+        for data, readers in self.language_data().items():
+            guards = f"the {', '.join(readers)} guard{'s' if len(readers) > 1 else ''}"
+            if data == "sentences":
+                if not splits(self.language):
+                    raise ConfigError(f"pysbd has no sentence splitter for {self.language!r}, which {guards} "
+                                      f"need{'' if len(readers) > 1 else 's'}", field="language")
+            elif not has_entry(data, self.language):
+                raise ConfigError(f"{self.language!r} has no entry in judge_reward/wordlists/{data}.yaml (it has "
+                                  f"{', '.join(languages(data))}), which {guards} read{'' if len(readers) > 1 else 's'}; "
+                                  f"add its key there", field="language")
+
+    def language_data(self) -> dict[str, list[str]]:
+        """What the enabled guards read of their language: a file of ``judge_reward/wordlists`` by
+        name, or ``sentences`` (pysbd's splitter), each with the guards that read it."""
+        near_copy = ["function_words"]
+        reads = {
+            "injection": ["injection", "sentences", *(["chatter"] if self.injection.chatter else [])],
+            "value_echo": ["number_words"],
+            "copy": near_copy if self.copy.near_copy_words else [],
+            "copy_credit": near_copy if self.copy_credit.near_copy_words else [],
+            "information": near_copy if self.information.near_copy_words else [],
+            "repetition": ["function_words"] if self.repetition.max_word_uses is not None else [],
+            "grounding": [*(["function_words"] if self.grounding.skip_function_words else []),
+                          *(["sentences"] if self.grounding.sentence_threshold is not None else [])],
+            "ending": {"punctuation": [], "cut": ["open_endings", "sentences"], "judge": ["open_endings"]}[self.ending.mode],
+            "word_list": ["function_words", "list_conjunctions", "sentences"],
+        }
+        found: dict[str, list[str]] = {}
+        for guard in self.enabled:
+            for data in reads.get(guard, []):
+                found.setdefault(data, []).append(guard)
+        return found
 
     @property
     def enabled(self) -> list[str]:
@@ -914,15 +981,19 @@ def canonical(text: str) -> str:
     return CONTROL_TAG.sub(lambda m: m.group(0)[0] + " " + m.group(0)[1:], text)
 
 
-NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
-_NUMBER_WORD = re.compile(rf"(?i)\b(?:{'|'.join(NUMBER_WORDS)})\b")
 VALUE_MASK = "#"
 
 
-def mask_values(text: str) -> tuple[str, int]:
+@functools.cache
+def number_word_pattern(language: str = "en") -> re.Pattern:
+    """The number words up to ten of ``language`` (``wordlists/number_words.yaml``), as whole words."""
+    return re.compile(rf"(?i){'|'.join(whole_word(w) for w in number_words(language))}")
+
+
+def mask_values(text: str, language: str = "en") -> tuple[str, int]:
     """``text`` with every number (any run of Unicode digits or numeric signs, with the separators
     inside it: ``5``, ``4.5``, ``５``, ``⑤``, ``10/10`` becomes ``#/#``) and every number word up to
-    ten replaced by ``#``, and how many were replaced (see :class:`ValueEchoGuard`)."""
+    ten of ``language`` replaced by ``#``, and how many were replaced (see :class:`ValueEchoGuard`)."""
     out: list[str] = []
     count, i, n = 0, 0, len(text)
     while i < n:
@@ -937,68 +1008,39 @@ def mask_values(text: str) -> tuple[str, int]:
         else:
             out.append(text[i])
             i += 1
-    masked, words_masked = _NUMBER_WORD.subn(VALUE_MASK, "".join(out))
+    masked, words_masked = number_word_pattern(language).subn(VALUE_MASK, "".join(out))
     return masked, count + words_masked
 
 
-RATING_WORDS = ("rating", "score", "grade", "overall", "verdict", "evaluation", "stars", "points", "mark")
-# Words that name whoever rates the text. They count only when the text speaks to them or tells
-# them what to do: court reports, reviews and studies name judges and evaluators all the time.
-RATERS = r"evaluators?|graders?|assessors?|raters?|annotators?|judges?|reviewers?|examiners?|markers?"
 NUMBER = r"\d+(?:\.\d+)?"
-# What the output says about itself when it praises itself ("this summary is accurate ..."); "the
-# following answer to reporters" or "this response drew criticism" is news, not self-reference.
-SELF_PREDICATE = (r"is|was|has|does|captures|covers|meets|contains|includes|deserves|should|must|provides|gives|"
-                  r"reads|reflects|presents|conveys|summari[sz]es|accurately|fully|clearly|correctly|faithfully")
-
-
-# What a chat assistant says around its output (InjectionGuard.chatter). An interjection counts only
-# on a line of its own or before an announcement: "Sure, I loved that film" is a dialogue reply.
-INTERJECTION = (r"(?:sure(?:\s+thing)?|certainly|of\s+course|absolutely|okay|ok|alright|all\s+right|great|"
-                r"no\s+problem|gladly|with\s+pleasure|happy\s+to\s+help)")
-ANNOUNCE = (r"(?:here(?:['’]s|\s+is|\s+are|\s+comes)|below\s+(?:is|are)|the\s+following\s+(?:is|are)|"
-            r"i(?:['’]ve|\s+have)\s+(?:written|prepared|put\s+together|drafted)|i(?:['’]ll|\s+will|\s+can)\s+(?:write|give|provide))")
-# A summing-up preface before the output, ended by a colon, a dash or the line ("To sum it up for
-# you:", "In short -", "Long story short:"); with a comma it is part of the sentence and stays.
-SUMMING_UP = (r"(?:to\s+sum\s+(?:it|this|things|everything)?\s*up|in\s+(?:short|summary|brief|sum|a\s+nutshell|a\s+few\s+words)|"
-              r"long\s+story\s+short|the\s+gist|bottom\s+line|briefly|put\s+simply|simply\s+put|in\s+other\s+words)"
-              r"(?:\s+for\s+you)?\s*(?::|[-\u2013\u2014](?=\s)|(?=\n))")
-# Nouns an announcement or a heading names besides the aspect file's output labels.
-CHATTER_NOUNS = ("summary", "summarization", "summarisation", "response", "answer", "output", "text", "reply",
-                 "version", "overview", "recap", "rewrite", "paraphrase", "synopsis", "digest", "highlights",
-                 "key points", "main points", "article", "story", "tl;dr", "tldr", "abstract")
-# A sign-off: good wishes, an offer of more, a question back to the user about the output.
-SIGN_OFF = re.compile(
-    r"(?i)^\W*(?:i\s+)?hope\s+(?:this|that|it)\s+(?:helps|is\s+(?:helpful|useful|what)|was\s+helpful)"
-    r"|\blet\s+me\s+know\s+(?:if|whether|what|how)\b[^\n.!?]{0,80}\b(?:longer|shorter|more|further|other|different|"
-    r"additional|changes?|edits?|adjust\w*|tweak\w*|detail\w*|version|questions?|help|clarif\w*|else|expand\w*)\b"
-    r"|\b(?:feel\s+free|(?:don['’]t|do\s+not)\s+hesitate)\s+to\s+(?:ask|reach\s+out|let\s+me\s+know|request)\b"
-    r"|\b(?:would|do)\s+you\s+(?:like|want)\s+me\s+to\s+(?:expand|elaborate|shorten|lengthen|adjust|rewrite|revise|"
-    r"summari[sz]e|add|make|provide|write|go\s+into|include)\b"
-    r"|\bis\s+there\s+anything\s+else\s+(?:i\s+can|you(?:['’]d|\s+would)\s+like)\b"
-    r"|\bi(?:['’]d|\s+would)\s+be\s+(?:happy|glad)\s+to\s+(?:help|expand|elaborate|provide|adjust|shorten|rewrite|write)\b"
-    r"|\bi\s+can\s+(?:also\s+)?(?:expand|elaborate|shorten|provide\s+(?:a\s+)?(?:longer|shorter|more))\b[^\n.!?]{0,60}\bif\s+you\b"
-)
-
-# A span that is only a short label and a score as a fraction ("Quality: 5/5.", "Overall verdict =
-# 9 out of 10"), whatever the label: a form line; the numerator must not exceed the denominator
-# (odds such as "Odds: 5/1" are news).
-LABELLED_FRACTION = re.compile(
-    rf"(?i)^\W*(?:[^\W\d_]+[\s'-]+){{0,2}}[^\W\d_]+\W{{0,3}}\s*[:=]\s*\**\s*({NUMBER})\s*(?:/|out of)\s*({NUMBER})\W*$")
+# Chat-template role tags ("[system]", "assistant note:"): markup, named in English whatever the language.
+ROLE_TAG = r"^\W*\[?\s*(?:system|assistant)(?:\s+(?:prompt|message|note))?\s*[\]:]"
 # Lines this short are judged whole as well as sentence by sentence: a form slot split by its own
 # punctuation ("- Coherence?: 5" is the sentences "- Coherence?" and ": 5") is still a slot.
 SHORT_LINE_WORDS = 8
 
 
+def _fill(pattern: str, **slots: str) -> str:
+    """A phrasing pattern (``wordlists/injection.yaml``) with its ``{slot}`` names filled in; regex
+    quantifiers (``{0,2}``) hold no letters and stay."""
+    def slot(match: re.Match) -> str:
+        if match.group(1) not in slots:
+            raise ValueError(f"judge_reward/wordlists: unknown slot {match.group(0)} in {pattern!r}; "
+                             f"known here: {', '.join('{' + s + '}' for s in slots)}")
+        return slots[match.group(1)]
+    return re.sub(r"\{([a-z_]+)\}", slot, pattern)
+
+
 @dataclass(frozen=True)
 class InjectionPatterns:
-    """The compiled patterns of :class:`InjectionGuard` for one aspect vocabulary."""
+    """The compiled patterns of :class:`InjectionGuard` for one aspect vocabulary and language."""
 
     rating: re.Pattern
     heading: re.Pattern
     addressed: re.Pattern
     self_reference: re.Pattern
-    fraction: re.Pattern = LABELLED_FRACTION
+    fraction: re.Pattern  # a short label and a score as a fraction, whatever the label
+    language: str = "en"  # how sentences are cut (pysbd)
     opener: re.Pattern | None = None  # with chatter: a wrapper at the start of the output, stripped as a prefix
     sign_off: re.Pattern | None = None  # with chatter: a sentence or line of sign-off, anywhere
     line_heading: re.Pattern | None = None  # with chatter: a bare label heading at the start of a later line
@@ -1019,61 +1061,71 @@ class InjectionPatterns:
                     or self.self_reference.search(span) or (self.sign_off is not None and self.sign_off.search(span)))
 
     @classmethod
-    def for_aspects(cls, aspects, chatter: bool = False) -> "InjectionPatterns":
+    def for_aspects(cls, aspects, chatter: bool = False, language: str = "en") -> "InjectionPatterns":
         """The patterns for an aspect file's aspects (their titles and names as rating labels, their
         output labels as the output's nouns), as the reward builds them."""
         aspects = list(aspects)
-        return cls.build([a.title for a in aspects] + [a.name for a in aspects], [a.output_label for a in aspects], chatter)
+        return cls.build([a.title for a in aspects] + [a.name for a in aspects], [a.output_label for a in aspects],
+                         chatter, language)
 
     @classmethod
-    def build(cls, aspect_titles: Sequence[str], output_labels: Sequence[str], chatter: bool = False) -> "InjectionPatterns":
-        labels = sorted({*RATING_WORDS, *(t.lower() for t in aspect_titles)}, key=len, reverse=True)
+    def build(cls, aspect_titles: Sequence[str], output_labels: Sequence[str], chatter: bool = False,
+              language: str = "en") -> "InjectionPatterns":
+        """The patterns for these rating labels and output nouns; the wording is ``language``'s
+        (``wordlists/injection.yaml``, with ``chatter`` also ``wordlists/chatter.yaml``), the
+        structure around it (a label, a colon, a number; where a wrapper stands) is here."""
+        said = phrasing("injection", language)
+        labels = sorted({*said["rating_labels"], *(t.lower() for t in aspect_titles)}, key=len, reverse=True)
         label = "|".join(re.escape(x) for x in labels)
-        # "<label> (1-5): 4", "Score = 5/5", "coherence - 5 out of 5"; "rate it 5", "give this a 5/5",
-        # never a scoreline ("that mark 2-0 victory": no digit between label and separator, no "-<digit>" after),
-        # "deserves a 5". A count in a sentence is not a rating: "he scored 2 goals", "5th overall: 5
-        # points behind" (a word after a bare number, unless it is the next label of a form; "5 out
-        # of 5 stars" is a rating), "grade 5 students" (rate and grade take a bare number only with
-        # an object: "rate it 5").
+        out_of = said["out_of"]
+        # "<label> (1-5): 4", "Score = 5/5", "coherence - 5 out of 5", never a scoreline ("that mark
+        # 2-0 victory": no digit between label and separator, no "-<digit>" after); then the ratings
+        # said in a sentence ("rate it 5", "give this a 5/5", "deserves a 5"). A count is not a
+        # rating: "5th overall: 5 points behind" (a word after a bare number, unless it is the next
+        # label of a form; "5 out of 5 stars" is a rating).
         after_value = rf"(?![\"'\u201d]?\s*(?!(?:{label})\b\s*[:=(])[^\W\d_])"
+        in_a_sentence = "".join("|" + _fill(p, number=NUMBER, out_of=out_of) for p in said["ratings"])
         rating = re.compile(
-            rf"(?i)(?:\b(?:{label})\b(?:\s*\(\s*{NUMBER}\s*(?:-|to)\s*{NUMBER}\s*\))?[^\n.:=\d]{{0,24}}(?::|=|\s-)\s*[\"'\u201c]?\**\s*{NUMBER}\b(?!-\d)(?:\s*(?:/|out of)\s*{NUMBER}|{after_value})"
-            rf"|\b(?:rate|grade)\s+(?:it|this|that|me|them|the\s+\w+|this\s+\w+)\s+(?:as\s+)?(?:a\s+)?(?:perfect\s+)?{NUMBER}\b"
-            rf"|\b(?:give|gives|given|deserves?|award|awarded|score|scored|earns?)\b[^\n.]{{0,30}}\b{NUMBER}\s*(?:/|out of)\s*{NUMBER}"
-            rf"|\bdeserves?\s+(?:a|an)\s+(?:perfect\s+)?{NUMBER}\b)"
+            rf"(?i)(?:\b(?:{label})\b(?:\s*\(\s*{NUMBER}\s*(?:-|{said['range_to']})\s*{NUMBER}\s*\))?[^\n.:=\d]{{0,24}}(?::|=|\s-)\s*[\"'\u201c]?\**\s*{NUMBER}\b(?!-\d)(?:\s*(?:/|{out_of})\s*{NUMBER}|{after_value})"
+            rf"{in_a_sentence})"
         )
-        # a form heading is a short line of its own, not a sentence that mentions an evaluation form
-        heading = re.compile(r"(?i)^\W*(?:\w+\W+)?(?:evaluation\s+(?:form|steps|criteria)|scores?\s+only)\b\W*(?:\w+\W*){0,2}$")
-        addressed = re.compile(
-            rf"(?i)\b(?:dear|attention|hey|hello|(?:note|message|memo|instructions?)\s+(?:to|for))\s+(?:the\s+|any\s+|all\s+|my\s+)?(?:{RATERS})\b"
-            rf"|\b(?:{RATERS})\s*[:,]\s*(?:please|you|i|we|kindly|record|give|assign|award|rate|score|mark|note)\b"
-            rf"|\b(?:{RATERS})\s+(?:should|must|shall|(?:is|are)\s+(?:asked|told|required)\s+to|needs?\s+to)\s+(?:\w+\s+){{0,2}}(?:give|award|assign|rate|score|record|mark|grant)\b"
-            rf"|\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+|your\s+)*(?:previous|prior|earlier|above|preceding|former|original|system|other|these|those)\s+(?:instructions?|directions?|rules|prompts?|guidelines)\b"
-            rf"|\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+|your\s+)*(?:instructions?|directions?|rules|prompts?|guidelines)\s+(?:above|before|so far|you were given|given)\b"
-            rf"|\b(?:previous|prior|earlier|above)\s+instructions?\s+(?:no longer|do not|don't)\b"
-            rf"|^\W*\[?\s*(?:system|assistant)(?:\s+(?:prompt|message|note))?\s*[\]:]"
-        )
-        nouns = sorted({*(o.lower() for o in output_labels), "summary", "response", "answer", "output", "text", "reply"},
-                       key=len, reverse=True)
+        heading = re.compile("(?i)" + said["form_heading"])
+        raters = "|".join(said["raters"])
+        addressed = re.compile("(?i)" + "|".join([*(_fill(p, raters=raters) for p in said["addressed"]), ROLE_TAG]))
+        nouns = sorted({*(o.lower() for o in output_labels), *said["output_nouns"]}, key=len, reverse=True)
         noun = "|".join(re.escape(x) for x in nouns if x)
-        self_reference = re.compile(rf"(?i)\b(?:this|my|the above|the following)\s+(?:{noun})\s+(?:{SELF_PREDICATE})\b")
+        self_reference = re.compile("(?i)" + _fill(said["self_reference"], nouns=noun,
+                                                   predicates="|".join(said["self_predicates"])))
+        # a span that is only a short label and a score as a fraction ("Quality: 5/5.", "Overall verdict =
+        # 9 out of 10"), whatever the label: a form line; the numerator must not exceed the denominator
+        # (odds such as "Odds: 5/1" are news)
+        fraction = re.compile(
+            rf"(?i)^\W*(?:[^\W\d_]+[\s'-]+){{0,2}}[^\W\d_]+\W{{0,3}}\s*[:=]\s*\**\s*({NUMBER})\s*(?:/|{out_of})\s*({NUMBER})\W*$")
         if not chatter:
-            return cls(rating, heading, addressed, self_reference)
-        named = sorted({*nouns, *CHATTER_NOUNS}, key=len, reverse=True)
+            return cls(rating, heading, addressed, self_reference, fraction, language)
+        chat = phrasing("chatter", language)
+        named = sorted({*nouns, *chat["nouns"]}, key=len, reverse=True)
         named_re = "|".join(re.escape(x).replace(r"\ ", r"\s+") for x in named if x)
+        interjection = f"(?:{'|'.join(chat['interjections'])})"
+        announce = f"(?:{'|'.join(chat['announcements'])})"
         # an announcement ends at its colon, or at the end of its sentence or line: what follows is the output
-        announcement = (rf"(?:{INTERJECTION}\W{{1,3}}\s*)?{ANNOUNCE}\s+(?:(?:a|an|the|your|my|our|this)\s+)?"
+        announcement = (rf"(?:{interjection}\W{{1,3}}\s*)?{announce}\s+(?:(?:{'|'.join(chat['determiners'])})\s+)?"
                         rf"(?:[\w'-]+\s+){{0,4}}?(?:{named_re})\b[^\n:.!?]{{0,80}}(?::|[.!]+(?=\s)|\n|$)"
-                        rf"|(?:{INTERJECTION}\W{{1,3}}\s*)?here\s+(?:you\s+go|it\s+is)\W*?(?::|[.!]+|\n|$)")
+                        rf"|(?:{interjection}\W{{1,3}}\s*)?{chat['handover']}\W*?(?::|[.!]+|\n|$)")
         # a heading: the label alone on its line, or the label and a colon before the text on its line
-        label_heading = (rf"(?:#{{1,6}}\s*)?[*_]{{0,2}}\s*(?:(?:a|the|your|short|brief|concise|my)\s+){{0,2}}"
-                         rf"(?:{named_re})(?:\s+of\s+the\s+(?:article|text|story|news))?\s*[*_]{{0,2}}\s*"
+        label_heading = (rf"(?:#{{1,6}}\s*)?[*_]{{0,2}}\s*(?:(?:{'|'.join(chat['heading_words'])})\s+){{0,2}}"
+                         rf"(?:{named_re})(?:\s+{chat['heading_of']})?\s*[*_]{{0,2}}\s*"
                          rf"(?::\s*[*_]{{0,2}}|[*_]{{0,2}}\s*(?=\n)|$)")
-        interjection = rf"{INTERJECTION}\s*[!.,]*[ \t]*(?:\n|$)"
-        opener = re.compile(rf"(?i)\s*(?:{announcement}|{label_heading}|{interjection}|(?:{INTERJECTION}\W{{1,3}}\s*)?{SUMMING_UP})[ \t]*\n*")
+        # a summing-up preface ends at a colon, a dash or the line; with a comma it is part of the sentence
+        summing_up = (rf"(?:{'|'.join(chat['summing_up'])})(?:\s+{chat['addressee']})?"
+                      rf"\s*(?::|[-\u2013\u2014](?=\s)|(?=\n))")
+        alone = rf"{interjection}\s*[!.,]*[ \t]*(?:\n|$)"  # an interjection counts alone on its line
+        opener = re.compile(rf"(?i)\s*(?:{announcement}|{label_heading}|{alone}|(?:{interjection}\W{{1,3}}\s*)?{summing_up})[ \t]*\n*")
         # after a title or a section of its own ("Guard slips at the Palace\n\nSummary: A guard ...")
         line_heading = re.compile(rf"(?i)[ \t]*{label_heading}[ \t]*")
-        return cls(rating, heading, addressed, self_reference, opener=opener, sign_off=SIGN_OFF, line_heading=line_heading)
+        sign_off = re.compile("(?i)" + "|".join(chat["sign_offs"]))
+        return cls(rating, heading, addressed, self_reference, fraction, language,
+                   opener=opener, sign_off=sign_off, line_heading=line_heading)
 
 
 def neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]:
@@ -1101,7 +1153,7 @@ def _neutralise(text: str, patterns: InjectionPatterns) -> tuple[str, list[str]]
         if heading is not None and heading.group(0).strip():
             removed.append(heading.group(0).strip())  # "Summary:" on its own line, or before the text on it
             line = line[heading.end():]
-        spans = [line[a:b] for a, b in sentence_spans(line)]
+        spans = [line[a:b] for a, b in sentence_spans(line, patterns.language)]
         if not any(patterns.search(span) for span in spans) and len(words(line)) <= SHORT_LINE_WORDS and patterns.search(line):
             spans = [line]
         for span in spans:
@@ -1150,18 +1202,27 @@ class GuardReport:
 
 
 class SourceStats:
-    """A source's words and their positions, computed once for the G completions that share it."""
+    """A source's words and their positions, computed once for the G completions that share it.
+    ``language``: the source's (and its outputs') language, as ``reward.guards.language`` names it."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, language: str = "en"):
+        self.language = language
         self.words = words(source)
         self.word_set = set(self.words)
         self.positions = word_positions(self.words)
-        # what the copy mask matches against (hyphenated words whole; content words for near copies)
+        # what the copy mask matches against (hyphenated words whole)
         self.match_keys = [_key(m) for m in match_words(canonical(source))]
         self.match_positions = word_positions(self.match_keys)
-        self.content_keys = content_words(self.match_keys, NEAR_COPY_MIN_CHARS, True)
-        self.content_positions = word_positions(self.content_keys)
         self._source = source
+
+    @functools.cached_property
+    def content_keys(self) -> list[str]:
+        """The match keys that are content words, what near copies follow (only near-copy options read them)."""
+        return content_words(self.match_keys, NEAR_COPY_MIN_CHARS, True, self.language)
+
+    @functools.cached_property
+    def content_positions(self) -> dict[str, list[int]]:
+        return word_positions(self.content_keys)
 
     @functools.cached_property
     def sentence_final(self) -> set[int]:
@@ -1171,7 +1232,7 @@ class SourceStats:
         lowered = self._source.lower()
         text = self._source if len(lowered) == len(self._source) else lowered  # positions must match
         found = list(WORD.finditer(lowered))
-        cuts = [b for _, b in sentence_spans(text)[:-1]]  # where one sentence ends and the next begins
+        cuts = [b for _, b in sentence_spans(text, self.language)[:-1]]  # where one sentence ends and the next begins
         final = set()
         for k, m in enumerate(found[:-1]):
             i = bisect.bisect_left(cuts, m.end())  # the first cut after the word
@@ -1195,16 +1256,20 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
                  sentence_end: float | None = None) -> GuardReport:
     """Measure ``output`` (already neutralised) against ``source`` with every enabled penalty guard.
     ``sentence_end``: the judge's probability of a sentence end after the output (``ending.mode: judge``;
-    needed only where :func:`needs_sentence_end`)."""
+    needed only where :func:`needs_sentence_end`). The source's language must be ``config.language``."""
+    language = config.language
+    if source is not None and source.language != language:
+        raise ValueError(f"the source was read as {source.language!r}, the guards are set to {language!r}: "
+                         f"build it as SourceStats(source, {language!r})")
     report = GuardReport()
     toks = words(output)
     unsupported: tuple[float, list[str]] | None = None  # grounding's sentence verdicts, read by copy and length too
     if config.grounding.enabled and config.grounding.sentence_threshold is not None and source is not None and source.words:
         g = config.grounding
         unsupported = unsupported_sentence_share(output, source.word_set, g.min_chars, g.sentence_threshold,
-                                                 g.skip_function_words)
+                                                 g.skip_function_words, language)
     # grounded_only: the output without the sentences grounding finds unsupported
-    grounded = without_sentences(output, unsupported[1]) if unsupported and unsupported[1] else output
+    grounded = without_sentences(output, unsupported[1], language) if unsupported and unsupported[1] else output
     if config.injection.enabled:
         penalty = min(config.injection.max_penalty, config.injection.weight_per_span * removed_spans)
         report.measured["injection"] = {"removed_spans": removed_spans}
@@ -1226,7 +1291,7 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
         report.measured["repetition"] = {"repeated_share": share}
         ramp = _ramp(share, g.threshold, 1.0)
         if g.max_word_uses is not None:
-            overused = overused_share(toks, g.max_word_uses)
+            overused = overused_share(toks, g.max_word_uses, language=language)
             report.measured["repetition"]["overused_word_share"] = overused
             ramp = max(ramp, _ramp(overused, g.word_threshold, g.word_full_at))
         report.penalties["repetition"] = g.weight * ramp
@@ -1246,7 +1311,7 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
         report.penalties["length"] = g.weight * max(short, long)
     if config.grounding.enabled and source is not None and source.words:
         g = config.grounding
-        share = novel_word_share(toks, source.word_set, g.min_chars, g.skip_function_words)
+        share = novel_word_share(toks, source.word_set, g.min_chars, g.skip_function_words, language)
         report.measured["grounding"] = {"novel_word_share": share}
         ramp = _ramp(share, g.threshold, 1.0)
         if unsupported is not None:
@@ -1257,16 +1322,17 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
         report.penalties["grounding"] = g.weight * ramp
     if config.word_list.enabled:
         g = config.word_list
-        share, lists = bare_list_share(output, g.min_items, g.max_item_words)
+        share, lists = bare_list_share(output, g.min_items, g.max_item_words, language)
         report.measured["word_list"] = {"listed_share": share, "lists": len(lists)}
         report.penalties["word_list"] = g.weight * _ramp(share, 0.0, g.full_at)
     if config.ending.enabled:
         complete = ends_complete(output)
         g = config.ending
         if g.mode == "judge":
-            cut = ends_cut(output) or (not complete and sentence_end is not None and sentence_end < g.end_probability)
+            cut = ends_cut(output, language=language) or (not complete and sentence_end is not None
+                                                          and sentence_end < g.end_probability)
         else:
-            cut = not complete if g.mode == "punctuation" else ends_cut(output, source)
+            cut = not complete if g.mode == "punctuation" else ends_cut(output, source, language)
         report.measured["ending"] = {"complete": complete, "cut": cut,
                                      **({"sentence_end": sentence_end} if sentence_end is not None else {})}
         report.penalties["ending"] = g.weight if cut else (0.0 if complete else g.unfinished_weight)

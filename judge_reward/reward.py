@@ -213,7 +213,8 @@ class Reward:
             raise ConfigError(f"reward.weights: the scored aspects {names} all have weight 0")
         self.weights = {a.name: weights.get(a.name, 0.0) / total for a in self.aspects}
         self.guards: GuardsConfig = config.guards
-        self._patterns = InjectionPatterns.for_aspects(known.values(), chatter=self.guards.injection.chatter)
+        self._patterns = InjectionPatterns.for_aspects(known.values(), chatter=self.guards.injection.chatter,
+                                                       language=self.guards.language)
 
     def _check_token_guard(self, name: str, judge, config: RewardConfig) -> None:
         """``copy_credit``, ``information`` and ``likelihood_floor`` read GPTScore's token log-probabilities
@@ -330,7 +331,8 @@ class Reward:
         for k, (item, spans) in enumerate(zip(items, removed)):
             source = None
             if item.source:
-                source = stats.get(item.source) or stats.setdefault(item.source, SourceStats(item.source))
+                source = stats.get(item.source) or stats.setdefault(item.source,
+                                                                    SourceStats(item.source, self.guards.language))
             report = apply_guards(self.guards, item.output, source, len(spans), ends.get(k))
             if k in end_failures:
                 report.failure = f"ending: the judge's sentence-end check failed: {end_failures[k]}"
@@ -345,7 +347,7 @@ class Reward:
         g = self.guards.ending
         if not (g.enabled and g.mode == "judge"):
             return {}, {}
-        ask = [k for k, item in enumerate(items) if needs_sentence_end(item.output)]
+        ask = [k for k, item in enumerate(items) if needs_sentence_end(item.output, self.guards.language)]
         if not ask:
             return {}, {}
         got = self.judge.sentence_end([items[k] for k in ask], self.aspects[0].name)
@@ -372,7 +374,7 @@ class Reward:
                 ground = self.guards.grounding
                 masks["unsupported"] = token_mask(token_texts, unsupported_spans(
                     " " + output.strip(), source.word_set, ground.min_chars, ground.sentence_threshold,
-                    ground.skip_function_words))
+                    ground.skip_function_words, self.guards.language))
             return masks["unsupported"]
 
         def no_information_mask(token_texts: list[str], g) -> list[bool]:
@@ -510,7 +512,7 @@ class RewardBatch:
         self.masked: dict[int, tuple[Item, int]] = {}  # todo index -> (masked item, values masked)
         if reward.guards.value_echo.enabled:
             for k in self.todo:
-                text, count = mask_values(judged[k].output)
+                text, count = mask_values(judged[k].output, reward.guards.language)
                 if count:
                     j = judged[k]
                     self.masked[k] = (Item(text, j.source, j.reference, j.id), count)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["sentence_spans", "sentences"]
+__all__ = ["sentence_spans", "sentences", "splits"]
 
 
 _HIDE_APOSTROPHE = str.maketrans("'", "\u02bc")
@@ -91,3 +91,10 @@ def sentence_spans(text: str, language: str = "en") -> list[tuple[int, int]]:
 def sentences(text: str, language: str = "en") -> list[str]:
     """The text's sentences, stripped of the white space around them (blank lines left out)."""
     return [s for s in (text[a:b].strip() for a, b in sentence_spans(text, language)) if s]
+
+
+def splits(language: str) -> bool:
+    """Whether pysbd has a sentence splitter for ``language`` (an ISO 639-1 code)."""
+    from pysbd.languages import LANGUAGE_CODES
+
+    return language in LANGUAGE_CODES

@@ -50,3 +50,14 @@ def test_guards_read_the_same_sentences():
     # "U.S." inside a source sentence does not end it: a copy cut after "U.S." stops mid-sentence
     assert words("The U.S. economy grew last year, officials said.")[1:3] == ["u", "s"]
     assert source.sentence_final == {8, 12}  # "said" and "march" end sentences, "u" and "s" do not
+
+
+def test_the_splitter_reads_the_language_asked_for():
+    german = "Die Brücke wird am 3. Mai geschlossen. Laut Dr. Weber kostet das ca. zwei Mio. Euro."
+    assert sentences(german, "de") == ["Die Brücke wird am 3. Mai geschlossen.",
+                                       "Laut Dr. Weber kostet das ca. zwei Mio. Euro."]
+    assert len(sentences(german)) > 2  # English abbreviations: "3." and "ca." end sentences there
+    chinese = "市议会决定关闭旧桥。维修工作将于下月开始！费用约为两百万元？"
+    assert sentences(chinese, "zh") == ["市议会决定关闭旧桥。", "维修工作将于下月开始！", "费用约为两百万元？"]
+    # each Chinese character is a word: the source's sentences end after 桥 (8), 始 (18) and 元 (26)
+    assert SourceStats(chinese, "zh").sentence_final == {8, 18, 26}
