@@ -74,7 +74,8 @@ def check_score_inputs(input: Path, output: Path, config: str, aspects: str | No
     with backend_options(model=("--model", backend.get("model")), device=("--device", backend.get("device")),
                          max_batch_rows=("--batch-size", backend.get("max_batch_rows"))):
         known = [a.name for a in cfg.validate(methods)]
-    cfg.check_reward()  # score writes the config's reward on every line
+    from .reward import check_reward
+    check_reward(cfg)  # score writes the config's reward on every line
     selected = _names(aspects) if aspects else None
     if selected:
         aspect_set = load_aspects(cfg.aspects_file)

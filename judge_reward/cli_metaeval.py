@@ -188,7 +188,8 @@ def meta_eval(
 
             judge_config = JudgeConfig.from_yaml(config)
             if with_reward:
-                judge_config.check_reward()  # before the model loads
+                from .reward import check_reward
+                check_reward(judge_config)  # before the model loads
             if not with_reward and judge_config.gptscore.get("unconditional"):
                 # only the reward's guards read the source-free pass; the judge's scores do not
                 judge_config.gptscore = {**judge_config.gptscore, "unconditional": False}

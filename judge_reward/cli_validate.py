@@ -121,7 +121,8 @@ def validate_command(
             cfg.backend = {**cfg.backend, **({"dtype": dtype} if dtype else {}), **({"device": device} if device else {})}
         with backend_options(dtype=("--dtype", dtype), device=("--device", device)):
             cfg.validate()
-        cfg.check_reward({})
+        from .reward import check_reward
+        check_reward(cfg)
         fits = fitting_datasets(cfg)
         sets = wanted if wanted is not None else fits
         if not sets:

@@ -28,6 +28,7 @@ from .cache import NOT_CACHED, CacheConfig, JudgmentCache, judgment_key
 from .methods.base import Item, Score
 from .methods.geval import GEval, GEvalConfig
 from .methods.gptscore import GPTScore, GPTScoreConfig
+from .reward_config import RewardConfig
 from .validated import ValidatedWith
 
 METHODS = ("gptscore", "geval", "rating")
@@ -83,8 +84,6 @@ class JudgeConfig(Section):
         kind = self.backend.get("kind", "hf")
         if kind not in BACKENDS:
             raise ConfigError(f"unknown value {kind!r}; choose one of {BACKENDS}", field="backend.kind")
-        from .reward import RewardConfig
-
         build_section(RewardConfig, self.reward, "reward")  # a bad reward section fails when the config loads
 
     def validate(self, methods: Sequence[str] = ()) -> list[Aspect]:
@@ -101,19 +100,6 @@ class JudgeConfig(Section):
         except ConfigError as err:
             raise err.within(file=self.source_file or "") from None
         return aspects
-
-    def check_reward(self, overrides: dict | None = None, reward=None) -> None:
-        """What :class:`~judge_reward.reward.Reward` checks of the ``reward:`` section (with ``overrides``),
-        or of the ``reward`` config given, against the judge's aspects and method sections
-        (reward.aspects, reward.weights, the token guards' needs), without loading the model."""
-        from .reward import Reward, RewardConfig
-
-        try:
-            if reward is None:
-                reward = RewardConfig.from_dict({**(self.reward or {}), **(overrides or {})})
-            Reward(JudgeSections(self), reward)
-        except ConfigError as err:
-            raise err.within(file=self.source_file or "") from None
 
 
 def backend_section(spec: dict):
@@ -156,7 +142,7 @@ def build_method(name: str, config: JudgeConfig):
 
 class JudgeSections:
     """What a judge reads of its config, without a backend: its aspects and its methods (built from
-    their sections once, on first use). :meth:`JudgeConfig.check_reward` runs the reward's checks on
+    their sections once, on first use). :func:`~judge_reward.reward.check_reward` runs the reward's checks on
     it before any model loads; :class:`Judge` adds the backend and the cache."""
 
     def __init__(self, config: JudgeConfig):

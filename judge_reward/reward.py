@@ -36,57 +36,12 @@ from .guards import (
     GuardReport, GuardsConfig, InjectionPatterns, SourceStats, apply_guards, copied_token_mask, copy_credit,
     mask_values, needs_sentence_end, neutralise, source_information, token_mask, unsupported_spans,
 )
+from .judge import Judge, JudgeConfig, JudgeSections
 from .methods.base import Item, Score
+from .reward_config import (  # noqa: F401  (the reward's settings, re-exported where they were)
+    FORM_METHODS, NORMALISATIONS, PARTIAL, TOKEN_GUARDS, AspectWeights, RewardConfig, check_weights,
+)
 from .validated import check_validated_judge
-
-NORMALISATIONS = ("none", "unit", "scale")
-# guards computed from the judge's token log-probabilities, after it scored (the others read the texts)
-TOKEN_GUARDS = ("copy_credit", "information", "likelihood_floor")
-FORM_METHODS = ("geval", "rating")  # methods that read their value from a form slot (value_echo)
-"""``none``: the judge's value untouched (GPTScore: mean log-prob <= 0; G-Eval/rating: aspect scale).
-``unit``: mapped onto [0, 1] (G-Eval/rating: ``(v - low) / (high - low)``; GPTScore: ``exp(mean
-log-prob)``, the geometric-mean probability the judge gives each token of the completion).
-``scale``: the aspect's rating scale (G-Eval/rating: untouched; GPTScore: ``low + exp(mean
-log-prob) * (high - low)``), so rewards from different methods are comparable."""
-
-PARTIAL = ("fail", "renormalise")
-
-AspectWeights = Annotated[dict[str, Weight], Field(min_length=1), Expect("a mapping aspect -> weight")]
-"""Aspect -> weight of a combined reward (the reward section's ``weights``, the service's override)."""
-
-
-def check_weights(weights: dict[str, float] | None, field: str) -> None:
-    if weights is not None and sum(weights.values()) <= 0:
-        raise ConfigError(f"at least one weight must be positive, got {weights!r}", field=field)
-
-
-@dataclass
-class RewardConfig(Section):
-    """How judge scores become one reward per item (the ``reward:`` section of a judge config)."""
-
-    section_path: ClassVar[str] = "reward"
-
-    aspects: Optional[Annotated[list[str], Field(min_length=1), Expect("a non-empty list of aspect names")]] = None
-    """Aspects to score; default: every aspect of the judge's config."""
-    weights: Optional[AspectWeights] = None
-    """Aspect -> weight of the combined reward (normalised to sum to 1); default: equal weights."""
-    normalise: Literal[NORMALISATIONS] = "unit"
-    """One of :data:`NORMALISATIONS`."""
-    method: Optional[str] = None
-    """Judge method to use (``gptscore``, ``geval``, ``rating``); default: the judge config's."""
-    partial: Literal[PARTIAL] = "fail"
-    """When some aspects of an item fail: ``fail`` returns ``None``; ``renormalise`` averages
-    the aspects that succeeded (re-weighted). An item whose every aspect failed is always ``None``."""
-    guards: GuardsConfig = field(default_factory=GuardsConfig)
-    """:class:`~judge_reward.guards.GuardsConfig` or its mapping form; default: no guard."""
-
-    def check(self) -> None:
-        check_weights(self.weights, "weights")
-
-    @classmethod
-    def from_dict(cls, raw: Any, where: str | None = None) -> "RewardConfig":
-        return build_section(cls, raw, where)
-
 
 # -- chat messages -> judge input ---------------------------------------------------------------------
 
@@ -233,10 +188,8 @@ class Reward:
     @classmethod
     def from_config(cls, path_or_config, backend=None, **overrides) -> "Reward":
         """Judge and reward from one judge config (its ``reward:`` section, with ``overrides``)."""
-        from .judge import Judge, JudgeConfig
-
         config = JudgeConfig.load(path_or_config)
-        config.check_reward(overrides)  # the reward's own checks, before the model loads
+        check_reward(config, overrides)  # the reward's own checks, before the model loads
         judge = Judge(config, backend)
         raw = dict(judge.config.reward or {})
         raw.update(overrides)
@@ -496,6 +449,19 @@ class Reward:
             "method": self.method_name, "aspects": self.aspect_names, "weights": self.weights,
             "normalise": self.config.normalise, "partial": self.config.partial, "guards": self.guards.enabled,
         }
+
+
+def check_reward(config: JudgeConfig, overrides: dict | None = None, reward: RewardConfig | None = None) -> None:
+    """What :class:`Reward` checks of a judge config's ``reward:`` section (with ``overrides``), or of
+    the ``reward`` config given, against the judge's aspects and method sections (reward.aspects,
+    reward.weights, the token guards' needs), without loading the model. Raises ``ConfigError``
+    naming the config's file."""
+    try:
+        if reward is None:
+            reward = RewardConfig.from_dict({**(config.reward or {}), **(overrides or {})})
+        Reward(JudgeSections(config), reward)
+    except ConfigError as err:
+        raise err.within(file=config.source_file or "") from None
 
 
 class RewardBatch:

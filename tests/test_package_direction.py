@@ -119,3 +119,24 @@ print(json.dumps({"loaded": before, "after": sorted(sys.modules)}))
 """)
     assert not [m for m in result["loaded"] if m.split(".")[0] in ("scipy", "torch")]
     assert "scipy" in result["after"]  # the names still resolve, loading their module then
+
+
+def test_the_data_path_imports_one_way():
+    """item -> judge -> reward: the judge's modules (the judge, its config checks, the reward's
+    settings) never import the reward module, which imports the judge; read from the source, so a
+    function-level import counts too."""
+    import ast
+
+    def imported(path: Path) -> set[str]:
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names.add(("." * node.level) + node.module)
+            elif isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+        return names
+
+    for module in ("judge.py", "reward_config.py", "validated.py", "cache.py", "guards.py"):
+        found = imported(ROOT / "judge_reward" / module)
+        assert not found & {".reward", "judge_reward.reward"}, (module, sorted(found))
+    assert ".judge" in imported(ROOT / "judge_reward" / "reward.py")

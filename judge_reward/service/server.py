@@ -174,7 +174,8 @@ def serve_command(
         cfg.backend["model"] = model
     with backend_options(model=("--model", model), device=("--device", device)):
         cfg.validate()  # unknown aspects, methods and fields fail here, not after the model loads
-    cfg.check_reward()  # and the reward /get_reward returns
+    from ..reward import check_reward
+    check_reward(cfg)  # and the reward /get_reward returns
     if failure_reward != "lowest":
         try:
             failure_reward = float(failure_reward)

@@ -128,7 +128,8 @@ def label_pairs_command(
     except (TypeError, ValueError) as err:
         raise UserError(f"{input}: {err}") from None
     if mode == "pointwise":
-        judge_config.check_reward(reward=reward.reward_config())
+        from ..reward import check_reward
+        check_reward(judge_config, reward=reward.reward_config())
     judge = Judge.from_config(judge_config)
     if generate_model is not None:
         from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -247,7 +247,8 @@ def build_trainer(config: TrainRunConfig, judge=None, output_dir: str | None = N
     rows = load_prompts(config.data)
     if judge is None:
         judge_config = JudgeConfig.load(config.judge)
-        judge_config.check_reward(reward=config.reward_config(judge_config).reward_config())
+        from ..reward import check_reward
+        check_reward(judge_config, reward=config.reward_config(judge_config).reward_config())
     output_dir = output_dir or config.training.get("output_dir") or f"reports/train/{config.trainer}"
     training = {k: v for k, v in config.training.items() if k != "output_dir"}
     if config.trainer == "grpo":
