@@ -890,6 +890,19 @@ class GuardsConfig(Section):
                                   f"{', '.join(languages(data))}), which {guards} read{'' if len(readers) > 1 else 's'}; "
                                   f"add its key there", field="language")
 
+    def source_guards(self) -> list[str]:
+        """The enabled guards whose charge compares the output with its source (the article a summary
+        is read against): with a prompt in the source's place they would charge an answer for the
+        words its question lacks, or for being longer than half of it."""
+        compare = {
+            "length": self.length.enabled and self.length.max_source_ratio is not None,
+            "grounding": self.grounding.enabled,
+            "copy": self.copy.enabled,
+            "copy_credit": self.copy_credit.enabled,
+            "information": self.information.enabled,
+        }
+        return [name for name, on in compare.items() if on]
+
     def language_data(self) -> dict[str, list[str]]:
         """What the enabled guards read of their language: a file of ``judge_reward/wordlists`` by
         name, or ``sentences`` (pysbd's splitter), each with the guards that read it."""

@@ -169,6 +169,27 @@ def test_bad_configuration_names_the_field_and_value():
         strict(prompts=["a"], completions=["x"], source=["s"])
 
 
+def test_a_guard_that_compares_with_the_source_never_falls_back_to_the_prompt_silently():
+    """Without a source column the judge may read the prompt, but a guard that compares the completion
+    with its source (here grounding and length's ratio) refuses, naming them, unless the config
+    says the prompt is the source; guards that read only the completion need nothing."""
+    judge = tiny_judge()
+    guarded = {"grounding": {"enabled": True}, "length": {"enabled": True}, "repetition": {"enabled": True}}
+    implicit = JudgeReward(judge, JudgeRewardConfig(guards=guarded))
+    with pytest.raises(ValueError, match=r"reward.guards: length, grounding compare the completion with its source, "
+                                         r"and the batch has no column 'source'.*source_from_prompt=True"):
+        implicit(prompts=["What is the capital of France?"], completions=["Paris is the capital of France."])
+    explicit = JudgeReward(judge, JudgeRewardConfig(guards=guarded, source_from_prompt=True))
+    [value] = explicit(prompts=["What is the capital of France?"], completions=["Paris is the capital of France."])
+    assert value is not None
+    output_only = JudgeReward(judge, JudgeRewardConfig(guards={"repetition": {"enabled": True},
+                                                              "length": {"enabled": True, "max_source_ratio": None,
+                                                                         "max_words": 50}}))
+    [value] = output_only(prompts=["What is the capital of France?"], completions=["Paris is the capital of France."])
+    assert value is not None
+    assert implicit(prompts=["q"], completions=["An answer of some words here."], source=["q"])[0] is not None
+
+
 def test_failures_become_none_and_are_counted_through_log_metric():
     judge = tiny_judge(fails=lambda k, text: "FAIL" in text)
     reward = JudgeReward(judge)

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from judge_reward import Item, Judge
 from judge_reward.aspects import ConfigError
@@ -38,11 +38,15 @@ class JudgeRewardConfig(RewardConfig):
 
     source_column: str = "source"
     """Dataset column with the text the completion is judged against (the article). When the batch
-    has no such column, the prompt is used (the last user message of a conversational prompt)."""
+    has no such column, see ``source_from_prompt``."""
     reference_column: str = "reference"
     """Dataset column with a human reference (needed by reference-based GPTScore directions)."""
-    source_from_prompt: bool = True
-    """Fall back to the prompt when ``source_column`` is absent; ``False`` makes that an error."""
+    source_from_prompt: Optional[bool] = None
+    """When the batch has no ``source_column``: ``None`` (default) lets the judge read the prompt
+    (the last user message of a conversational prompt) as the source, unless a guard compares the
+    completion with its source (``GuardsConfig.source_guards``: length's ``max_source_ratio``,
+    grounding, copy, copy_credit, information), which is then an error naming them; ``True`` uses
+    the prompt as the source for the guards too; ``False`` makes a missing column an error."""
     name: str | None = None
     """``__name__`` TRL logs the reward under (``rewards/<name>/mean``); default ``judge`` or ``judge_<aspect>``."""
     log_prefix: str | None = None
@@ -214,11 +218,17 @@ class JudgeReward:
             raise ValueError(f"prompts: {len(prompts)} prompts for {len(completions)} completions")
         n = len(completions)
         sources = columns.get(self.config.source_column)
-        if sources is None and not self.config.source_from_prompt:
-            raise ValueError(
-                f"reward.source_column: the batch has no column {self.config.source_column!r} "
-                f"(columns: {sorted(k for k in columns if not k.startswith(('log_', 'trainer_')))})"
-            )
+        if sources is None:
+            listed = sorted(k for k in columns if not k.startswith(("log_", "trainer_")))
+            if self.config.source_from_prompt is False:
+                raise ValueError(f"reward.source_column: the batch has no column {self.config.source_column!r} "
+                                 f"(columns: {listed})")
+            compared = self.reward.config.guards.source_guards()
+            if self.config.source_from_prompt is None and compared:
+                raise ValueError(
+                    f"reward.guards: {', '.join(compared)} compare the completion with its source, and the batch has no "
+                    f"column {self.config.source_column!r} (columns: {listed}); add the column, turn those guards off, "
+                    f"or set JudgeRewardConfig(source_from_prompt=True) to compare with the prompt")
         references = columns.get(self.config.reference_column)
         for col, values in ((self.config.source_column, sources), (self.config.reference_column, references)):
             if values is not None and len(values) != n:
