@@ -272,3 +272,37 @@ def test_data_to_text_loader_groups_by_meaning_representation_and_names_bad_reco
     path.write_text(json.dumps(rows))
     with pytest.raises(DatasetError, match=r"bagel.json.*references: expected a non-empty list of texts"):
         load_d2t(path)
+
+
+def test_the_data_to_text_preset_charges_no_honest_output_and_runs_the_scoreboard(tmp_path, monkeypatch, sample_data,
+                                                                                 one_torch_thread):
+    """The preset's guards (its reward: section, here on a tiny judge) on BAGEL's system sentences and
+    human references, and the scoreboard on the data-to-text set: agreement, damage, attacks against
+    the references."""
+    from judge_reward.judge import JudgeConfig
+
+    preset = JudgeConfig.load("data_to_text")
+    assert preset.aspects_file == "gptscore_data_to_text" and preset.validated_with.judge == "embedded:gemma3-270m"
+    from judge_reward.reward import check_reward
+
+    check_reward(preset)
+    monkeypatch.setenv("JUDGE_REWARD_DATA", str(sample_data))
+    config = save_judge_config(tmp_path, "char", aspects_file="gptscore_data_to_text", gptscore={"reduce": "mean"},
+                               reward=preset.reward)
+    out = tmp_path / "board"
+    result = CliRunner().invoke(app, ["validate", "--config", str(config), "--data", "bagel", "--probe-groups", "2",
+                                      "--damage-per-group", "0", "--n-boot", "0", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    [board] = json.loads((out / "scoreboard.json").read_text())
+    assert board["dataset"] == "bagel" and board["meta"]["n_items"] == 8
+    assert set(board["agreement"]["reward"]) == {"informativeness", "naturalness", "quality"}
+    charged = {g: (row["outputs_charged"], row["references_charged"]) for g, row in board["guard_cost"].items()
+               if not g.startswith("_")}
+    assert set(charged) == {"injection", "repetition", "length", "ending", "word_list", "grounding"}
+    # grounding charges the apologies for a request nothing matches ("there is sorry no information
+    # matching constraints near X": no content word is in `inform(name=none, ...)`), half the sentences
+    # here (every act of the excerpt is one) and 1.2% of BAGEL's; the other guards charge none
+    assert all(c == (0.0, 0.0) for g, c in charged.items() if g != "grounding"), charged
+    assert charged["grounding"] == (0.5, 0.5)
+    assert board["damage"]["families"] and board["attacks"]["pairs"] == 2
+    assert board["attacks"]["families"]["copy_source"]["win_rate"] is not None
