@@ -778,7 +778,7 @@ def test_in_process_cli_and_service_rewards_agree(tmp_path):
     same config, in TRL's standard and conversational formats."""
     from judge_reward.service import ServiceConfig, create_app
     from judge_reward.service.server import ServerThread
-    from judge_reward.trainers.reward import JudgeReward
+    from judge_reward.trainers.reward import JudgeReward, JudgeRewardConfig
 
     reward_section = {"aspects": ["coherence", "fluency"], "weights": {"coherence": 2, "fluency": 1},
                       "normalise": "unit", "guards": ALL_GUARDS}
@@ -789,7 +789,9 @@ def test_in_process_cli_and_service_rewards_agree(tmp_path):
 
     standard = JudgeReward(judge)(prompts=[short] * 4, completions=outputs, source=[short] * 4)
     chat_prompts = [[{"role": "user", "content": short}]] * 4
-    chat = JudgeReward(judge)(prompts=chat_prompts, completions=[[{"role": "assistant", "content": o}] for o in outputs])
+    # the prompt holds the article: say so, since the guards compare the completion with the source
+    from_prompt = JudgeReward(judge, JudgeRewardConfig.from_judge(judge, source_from_prompt=True))
+    chat = from_prompt(prompts=chat_prompts, completions=[[{"role": "assistant", "content": o}] for o in outputs])
     assert chat == pytest.approx(standard, abs=1e-9) and all(v is not None for v in standard)
     assert standard[1] < standard[0]  # the injection costs, it does not pay
 
