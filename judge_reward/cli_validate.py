@@ -90,11 +90,13 @@ def validate_command(
 ):
     """Validity and robustness of a reward, side by side: agreement, selection, damage, attacks, guard cost."""
     from .judge import JudgeConfig
+    from .reward import Reward, check_reward
     from .scoreboard import DATASETS, ScoreboardSettings, flat, validate, write
+    from .validated import judge_model, other_judge_problem
 
     if replay_only and cache is None:
         fail("--replay-only: give the judgment cache to replay with --cache")
-    if replay_only and cache is not None and not cache.is_file():
+    if replay_only and not cache.is_file():
         fail(f"--cache {cache}: no such file to replay (--replay-only)")
     _fraction(min_agreement, "--min-agreement", -1.0)
     _fraction(max_win_rate, "--max-win-rate")
@@ -121,7 +123,6 @@ def validate_command(
             cfg.backend = {**cfg.backend, **({"dtype": dtype} if dtype else {}), **({"device": device} if device else {})}
         with backend_options(dtype=("--dtype", dtype), device=("--device", device)):
             cfg.validate()
-        from .reward import check_reward
         check_reward(cfg)
         fits = fitting_datasets(cfg)
         sets = wanted if wanted is not None else fits
@@ -143,10 +144,6 @@ def validate_command(
     settings = ScoreboardSettings(groups=groups, damage_per_group=damage_per_group or None,
                                   damage_groups=damage_groups, probe_groups=probe_groups, probe_offset=probe_offset,
                                   max_source_words=max_source_words, n_bootstrap=n_boot, seed=seed)
-    from .reward import Reward
-
-    from .validated import judge_model, other_judge_problem
-
     boards = []
     for name, cfg, sets in plans:
         if other_judge_problem(cfg):  # this run is the re-validation: measure, and say what to record
