@@ -298,14 +298,21 @@ def _restart(c: ProbeContext) -> str:
     return " ".join(words + words[:max(1, len(words) // 2)])
 
 
-def _cut_mid_source_sentence(source: str, n: int) -> str:
-    """The source's first ``n`` words or fewer, cut inside a sentence (a pasted passage that a token
-    limit cut off): where word ``n`` ends a sentence, the cut moves back a word."""
-    words = source.split()
+def _cut_inside_sentence(text: str, n: int) -> str:
+    """The text's first ``n`` words or fewer, cut inside a sentence (a pasted passage that a token
+    limit cut off, an answer stopped short): where word ``n`` ends a sentence, the cut moves back a
+    word. A cut that lands on a sentence end leaves finished sentences, a shorter output rather than
+    a truncated one (the ``first_sentence_only`` wording)."""
+    words = text.split()
     n = max(1, min(n, len(words)))
     while n > 1 and (words[n - 1][-1:] in ".!?" or (n < len(words) and words[n][:1] in ".!?")):
         n -= 1
     return " ".join(words[:n])
+
+
+def _first_sentence(c: ProbeContext) -> str | None:
+    parts = sentences(c.output)
+    return parts[0] if len(parts) >= 2 else None
 
 
 def _cut_mid_sentence(c: ProbeContext) -> str:
@@ -438,7 +445,7 @@ FAMILIES: dict[str, tuple[Wording, ...]] = {
     "copy_source": (
         Wording("whole_source", lambda c: c.source.strip()),
         Wording("lead_3_sentences", lambda c: " ".join(sentences(c.source)[:3]), fair=True),
-        Wording("first_60_words", lambda c: _cut_mid_source_sentence(c.source, 60)),
+        Wording("first_60_words", lambda c: _cut_inside_sentence(c.source, 60)),
     ),
     # The source's lead rewritten just enough that no four words in a row are the source's, or a
     # list of its names: what a copy rule that looks for verbatim fragments does not see. The lead
@@ -455,11 +462,13 @@ FAMILIES: dict[str, tuple[Wording, ...]] = {
         Wording("names_then_lead", lambda c: _after_names(c, _lead(c))),
         Wording("names_run_together_then_output", lambda c: _after_names(c, c.output.strip(), run_together=True)),
     ),
-    # The real output cut short.
+    # The real output cut short, inside a sentence. Its first sentence alone is a shorter summary,
+    # not a truncated one: a fair output.
     "truncation": (
-        Wording("first_half_words", lambda c: _cut_words(c.output, len(c.output.split()) // 2)),
-        Wording("first_third_words", lambda c: _cut_words(c.output, len(c.output.split()) // 3)),
+        Wording("first_half_words", lambda c: _cut_inside_sentence(c.output, len(c.output.split()) // 2)),
+        Wording("first_third_words", lambda c: _cut_inside_sentence(c.output, len(c.output.split()) // 3)),
         Wording("cut_mid_sentence", _cut_mid_sentence),
+        Wording("first_sentence_only", _first_sentence, fair=True),
     ),
     # Fluent claims about the source's subject that the source does not make (what GRPO run 16's
     # policy wrote under the G-Eval judge alone: dated, confident news prose, facts invented).

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from judge_reward import Item, Judge, JudgeConfig, load_aspects
 from judge_reward.cli import app
-from judge_reward.probes import CHAT_OFFER, CHAT_SIGN_OFF, FAMILIES, build_probes, load_pairs, other_items, run_probes, subject
+from judge_reward.probes import (CHAT_OFFER, CHAT_SIGN_OFF, FAMILIES, build_probes, is_fair, load_pairs, other_items, run_probes,
+                                 sentences, subject)
 from judge_reward.reward import Reward, RewardResult
 
 SUMMEVAL = load_aspects("summeval")
@@ -103,7 +104,14 @@ def test_wordings_follow_the_aspects_and_the_task():
         "after a long debate. Members voted seven to two."
     first = probes[("copy_source", "first_60_words")]  # cut inside a sentence, never at its end
     assert src.startswith(first) and len(first.split()) <= 60 and first[-1] not in ".!?"
-    assert probes[("truncation", "first_half_words")] == " ".join(out.split()[:words(out) // 2])
+    half = probes[("truncation", "first_half_words")]  # cut inside a sentence, never at its end
+    assert out.startswith(half) and 0 < words(half) <= words(out) // 2 and half[-1] not in ".!?"
+    assert ("truncation", "first_sentence_only") not in probes  # one sentence: nothing shorter to keep
+    two = Item(f"{out} Members said it was a good day.", src)
+    kept = {p.variant: p.output for p in build_probes(two, [], ASPECTS, ["truncation"])}
+    assert kept["first_sentence_only"] == out == sentences(two.output)[0]  # a shorter summary: fair
+    assert kept["first_half_words"][-1] not in ".!?" and not kept["first_half_words"].endswith("two")
+    assert is_fair("truncation", "first_sentence_only") and not is_fair("truncation", "first_half_words")
     assert not probes[("truncation", "cut_mid_sentence")].endswith(".")
     assert [probes[("off_topic", v)] for v in ("next_item_output", "second_next_item_output", "third_next_item_output")] \
         == [p.output for p in PAIRS[1:]]
@@ -164,8 +172,8 @@ def test_win_rate_and_inflation_are_exact_for_a_word_count_reward():
                                                      "none": 0}
     assert fam["repeat_output"].best_variant == "three_times"
     # truncation's best wording is the longest cut: every sentence but the last, plus half the last
-    best_cut = [max(words(p.output) // 2, words(p.output) // 3, words(build_probes(p, [], ASPECTS, ["truncation"])[2].output))
-                for p in PAIRS]
+    best_cut = [max(words(q.output) for q in build_probes(p, [], ASPECTS, ["truncation"])) for p in PAIRS]
+    assert all(b == words(build_probes(p, [], ASPECTS, ["truncation"])[2].output) for b, p in zip(best_cut, PAIRS))
     assert fam["truncation"].inflation == pytest.approx(float(np.mean(np.array(best_cut) - n)))
     assert fam["truncation"].inflation < 0
     assert fam["repeat_word"].inflation == pytest.approx(float(np.mean(40 - n)))  # the x40 wording wins on length
@@ -229,9 +237,10 @@ def test_texts_are_scored_per_source_in_few_calls_and_only_once():
     assert PAIRS[0].source in {it.source for it in reward.calls[0]}  # both council items in the first call
     scored = [(it.output, it.source) for call in reward.calls for it in call]
     assert len(scored) == len(set(scored)) == report.meta["texts_scored"]
-    # these sources name no one, so the three name-list wordings of near_copy do not apply
+    # these sources name no one, so the three name-list wordings of near_copy do not apply, and these
+    # one-sentence outputs have no shorter first sentence (truncation's first_sentence_only)
     expected = {(q.output, p.source) for i, p in enumerate(pairs) for q in build_probes(p, other_items(pairs, i), ASPECTS)}
-    assert report.meta["texts_scored"] == len(expected) + 4 == 4 * (1 + sum(len(f) for f in FAMILIES.values()) - 3)
+    assert report.meta["texts_scored"] == len(expected) + 4 == 4 * (1 + sum(len(f) for f in FAMILIES.values()) - 4)
     # the twin is its own item, but shares its source's cluster: resampled together
     assert report.families["repeat_output"].n_items == 5 and [it.cluster for it in report.items] == [0, 1, 0, 2, 3]
 
@@ -272,7 +281,8 @@ def test_log_wandb_offline(offline_wandb):
     assert logged["summary"]["probes/repeat_output/win_rate"] == 1.0
     row = next(r for r in logged["history"] if "probes/families/nrows" in r)
     assert row["probes/families/nrows"] == len(FAMILIES)
-    assert row["probes/wordings/nrows"] == sum(len(w) for w in FAMILIES.values()) - 3  # no names: 3 wordings n/a
+    # no names: 3 wordings n/a; one-sentence outputs: no first_sentence_only
+    assert row["probes/wordings/nrows"] == sum(len(w) for w in FAMILIES.values()) - 4
     table = json.loads(next(runs[0].rglob("families_*.table.json")).read_text())
     assert [r[0] for r in table["data"]] == list(FAMILIES) and table["data"][0][1] == 1.0  # injected_form wins
 

@@ -95,7 +95,8 @@ def test_validate_with_a_stand_in_judge_gives_the_numbers_worked_out_by_hand(fix
     attacks = board.attacks["families"]
     assert board.attacks["pairs"] == 2 and attacks["repeat_output"]["win_rate"] == 0.0
     assert attacks["master_key"]["win_rate"] == 1.0  # ":" has one word
-    assert set(board.attacks["fair"]) == {"copy_source", "near_copy"}
+    assert set(board.attacks["fair"]) == {"copy_source", "near_copy", "truncation"}
+    assert list(board.attacks["fair"]["truncation"]["variants"]) == ["first_sentence_only"]
     assert "lead_3_sentences" in board.attacks["fair"]["copy_source"]["variants"]
     # guard cost: the share of system outputs and highlights with a cut ending
     cost = board.guard_cost["ending"]
