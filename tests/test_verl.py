@@ -186,3 +186,13 @@ def test_a_wrong_request_is_raised_not_flagged(server, env):
     with pytest.raises(ValueError, match="JUDGE_REWARD_URLS: not set"):
         env.delenv("JUDGE_REWARD_URLS")
         verl.compute_score(**sample(OUTPUTS[0]))
+
+
+def test_the_module_imports_no_torch_or_transformers():
+    import subprocess
+    import sys
+
+    code = ("import sys, judge_reward.trainers.verl; "
+            "print(sorted(m for m in ('torch', 'transformers', 'fastapi', 'uvicorn') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -75,7 +75,8 @@ import os
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..config import ConfigError
 from ..reward import prompt_source
@@ -171,7 +172,9 @@ class VerlRewardSettings:
 
 
 def _names(value: Any, where: str) -> list[str]:
-    parts = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else None
+    # verl hands reward_kwargs over as OmegaConf containers: a ListConfig is a list here
+    iterable = isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping))
+    parts = value.split(",") if isinstance(value, str) else list(value) if iterable else None
     if parts is None or not all(isinstance(p, str) for p in parts):
         raise ValueError(f"{where}: expected comma-separated text or a list of text, got {value!r}")
     names = [p.strip() for p in parts if p.strip()]
