@@ -189,8 +189,10 @@ async def drive(urls: list[str], cfg: LoadConfig, sources, outputs, expected, re
                 stop_one=None) -> list[float]:
     latencies: list[float] = []
     batch_seen: list[int] = []
+    # one keep-alive connection per client and replica, as the benchmark had before it used the client
+    limits = httpx.Limits(max_connections=cfg.clients * len(urls), max_keepalive_connections=cfg.clients * len(urls))
     http = JudgeServiceClient(ServiceRewardConfig(urls=urls, retries=cfg.retries, timeout_s=cfg.timeout_s,
-                                                  backoff_s=0.2, max_backoff_s=5.0))
+                                                  backoff_s=0.2, max_backoff_s=5.0, extra={"limits": limits}))
     stop_after = int(cfg.stop_one_at * cfg.clients * cfg.requests) if stop_one is not None else 0
     done = 0
     try:

@@ -143,7 +143,7 @@ def test_extra_info_urls_override_the_environment(server, env):
     assert out["judge_ok"] == 1.0
 
 
-def test_single_url_keeps_backoff_and_retry_after(server):
+def test_one_url_client_and_the_components_it_returns(server):
     client = JudgeServiceClient(ServiceRewardConfig(url=server.url))
     assert client.urls == [server.url]
     [got] = client.score_sync([Item(OUTPUTS[0], ARTICLE)])

@@ -105,10 +105,10 @@ class JudgeServiceClient:
         if client is None or client.is_closed:
             c = self.config
             headers = {"Authorization": f"Bearer {c.token}"} if c.token else {}
+            limits = httpx.Limits(max_connections=64 * len(self.urls), max_keepalive_connections=16 * len(self.urls))
             client = httpx.AsyncClient(
                 headers=headers, timeout=httpx.Timeout(c.timeout_s, connect=c.connect_timeout_s),
-                limits=httpx.Limits(max_connections=64 * len(self.urls), max_keepalive_connections=16 * len(self.urls)),
-                **c.extra,
+                **{"limits": limits, **c.extra},  # extra may set its own limits
             )
             self._clients[loop] = client
         return client
