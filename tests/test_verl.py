@@ -196,3 +196,14 @@ def test_the_module_imports_no_torch_or_transformers():
             "print(sorted(m for m in ('torch', 'transformers', 'fastapi', 'uvicorn') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_rollout_longer_than_the_service_takes_is_flagged_not_raised(env):
+    """The size limit is the sample's own doing (a policy that rambles): that sample fails, training goes on."""
+    with serve(max_text_chars=400) as small:
+        env.setenv("JUDGE_REWARD_URLS", small.url)
+        long = verl.compute_score(**sample(" ".join([OUTPUTS[0]] * 20)), aspects=["coherence"])
+        short = verl.compute_score(**sample(OUTPUTS[0]), aspects=["coherence"])
+    assert long["judge_ok"] == 0.0 and long["score"] == verl.NEUTRAL_SCORE
+    assert "the service's limit is 400 (max_text_chars)" in long["judge_failure"]
+    assert short["judge_ok"] == 1.0 and set(long) == set(short)

@@ -199,6 +199,7 @@ def _number(value: Any, kind: type, where: str, positive: bool) -> float | int:
 _lock = threading.Lock()
 _clients: dict[tuple, JudgeServiceClient] = {}
 _aspects: dict[tuple, tuple[str, ...]] = {}
+_text_limits: dict[tuple, int] = {}
 _counts: Counter[str] = Counter()
 _failures: Counter[str] = Counter()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -222,6 +223,14 @@ async def _aspect_names(s: VerlRewardSettings, client: JudgeServiceClient) -> tu
         info = await client.info()
         _aspects[key] = tuple(info["default_aspects"])
     return _aspects[key]
+
+
+async def _text_limit(s: VerlRewardSettings, client: JudgeServiceClient) -> int:
+    """The service's ``max_text_chars`` (``/v1/info``), asked once per service."""
+    key = (s.urls, s.token)
+    if key not in _text_limits:
+        _text_limits[key] = int((await client.info())["limits"]["max_text_chars"])
+    return _text_limits[key]
 
 
 def _source(extra_info: Mapping | None, s: VerlRewardSettings) -> str:
@@ -305,8 +314,13 @@ async def compute_score_async(
         item["reference"] = ground_truth
     client = _client(s)
 
-    async def judge() -> RemoteScore:
+    async def judge() -> RemoteScore | None:
         aspects = await _aspect_names(s, client)
+        limit = await _text_limit(s, client)
+        if len(solution_str) > limit:  # a rollout's own length: this sample fails, training goes on
+            nonlocal failure
+            failure = f"output: {len(solution_str)} characters; the service's limit is {limit} (max_text_chars)"
+            return None
         [got] = await client.score([item], aspects=list(aspects), method=s.method)
         return got
 
