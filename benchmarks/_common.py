@@ -99,8 +99,10 @@ def device_line(device) -> str:
 
 
 @contextmanager
-def serve_in_subprocess(yaml_path: Path, options: list[str], log_path: Path, timeout: float = 600) -> Iterator[str]:
-    """Run ``judge-reward serve --config yaml_path *options`` on a free loopback port; yield its URL.
+def serve_in_subprocess(yaml_path: Path, options: list[str], log_path: Path, timeout: float = 600,
+                        process: bool = False) -> Iterator:
+    """Run ``judge-reward serve --config yaml_path *options`` on a free loopback port; yield its URL
+    (``process=True``: the URL and the ``Popen``, for a caller that stops the server itself).
 
     Waits for ``/ready`` (the judge is loaded), and stops the server with SIGTERM (its graceful
     shutdown) on the way out, killing it if it has not exited within a minute.
@@ -114,7 +116,7 @@ def serve_in_subprocess(yaml_path: Path, options: list[str], log_path: Path, tim
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_ready(url, proc, log_path, timeout)
-        yield url
+        yield (url, proc) if process else url
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -10,10 +10,17 @@ request's own items (same weights), so a lost, failed, swapped or mismatched ans
 Reported: lost / mismatched / rejected requests, latency p50/p90/p99, requests and items per
 second, and the batch sizes the server achieved (from its ``/metrics`` and from each answer).
 
+Several replicas (``--replicas``): that many servers on this machine, and the requests go through
+the project's client (``JudgeServiceClient``), which spreads them over the replicas and, with
+``--retries``, moves a failed attempt to another replica. ``--stop-one-at 0.5`` sends SIGTERM to
+one replica (it drains, then exits) once half the requests are done: with retries, nothing is lost.
+With ``--retries 0`` (the default) every answer that is not a 200 counts as lost, as before.
+
 Usage::
 
     python benchmarks/service_load.py                       # 64 clients x 1000 requests
     python benchmarks/service_load.py --clients 8 --requests 20 --json out.json
+    python benchmarks/service_load.py --replicas 2 --retries 3 --stop-one-at 0.5
 
 Only loopback is used; the server is stopped (SIGTERM, graceful) at the end.
 """
@@ -22,10 +29,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
 import re
+import signal
 import statistics
 import sys
 import tempfile
@@ -38,6 +47,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
 import httpx  # noqa: E402
 from _common import serve_in_subprocess  # noqa: E402
+
+from judge_reward.service.client import JudgeServiceClient, ServiceError  # noqa: E402
+from judge_reward.service.config import ServiceRewardConfig  # noqa: E402
 
 WORDS = ("council park river lane budget school rain storm market bridge vote mayor road tree "
          "library museum train station harbour festival").split()
@@ -71,6 +83,12 @@ class LoadConfig:
     timeout_s: float = 300.0
     torch_threads: int = 1
     """Torch threads of the server (0: torch's default). One is fastest on a small, shared CPU."""
+    replicas: int = 1
+    """Servers started on this machine; the client spreads the requests over them."""
+    retries: int = 0
+    """The client's retries per request (another replica first); 0: every non-200 answer is lost."""
+    stop_one_at: float = 0.0
+    """SIGTERM one replica once this share of the requests is done (0: never); needs ``replicas`` >= 2."""
 
 
 @dataclass
@@ -97,6 +115,14 @@ class LoadReport:
     judge_calls: int = 0
     batch_items_seen: dict = field(default_factory=dict)
     """Percentiles of the batch size each answered request ran in."""
+    requests_by_replica: list = field(default_factory=list)
+    """Attempts sent to each replica (in start order), retries included."""
+    failed_by_replica: list = field(default_factory=list)
+    """Attempts that failed on each replica (another replica then answered them, if retries allowed)."""
+    retried: dict = field(default_factory=dict)
+    """The client's retries by reason."""
+    stopped_replica_at: int = 0
+    """Requests done when one replica got SIGTERM (0: none was stopped)."""
     errors: list = field(default_factory=list)
 
 
@@ -159,13 +185,20 @@ def parse_metric(text: str, name: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-async def drive(url: str, cfg: LoadConfig, sources, outputs, expected, report: LoadReport, bar) -> list[float]:
+async def drive(urls: list[str], cfg: LoadConfig, sources, outputs, expected, report: LoadReport, bar,
+                stop_one=None) -> list[float]:
     latencies: list[float] = []
     batch_seen: list[int] = []
-    limits = httpx.Limits(max_connections=cfg.clients, max_keepalive_connections=cfg.clients)
-    async with httpx.AsyncClient(base_url=url, timeout=cfg.timeout_s, limits=limits) as http:
+    # one keep-alive connection per client and replica, as the benchmark had before it used the client
+    limits = httpx.Limits(max_connections=cfg.clients * len(urls), max_keepalive_connections=cfg.clients * len(urls))
+    http = JudgeServiceClient(ServiceRewardConfig(urls=urls, retries=cfg.retries, timeout_s=cfg.timeout_s,
+                                                  backoff_s=0.2, max_backoff_s=5.0, extra={"limits": limits}))
+    stop_after = int(cfg.stop_one_at * cfg.clients * cfg.requests) if stop_one is not None else 0
+    done = 0
+    try:
 
         async def client(c: int):
+            nonlocal done
             rng = random.Random(cfg.seed * 7919 + c)
             for j in range(cfg.requests):
                 s = rng.randrange(len(sources))
@@ -183,23 +216,25 @@ async def drive(url: str, cfg: LoadConfig, sources, outputs, expected, report: L
                     path = "/v1/score"
                 start = time.perf_counter()
                 report.attempted += 1
+                done += 1
+                if stop_after and done == stop_after:
+                    report.stopped_replica_at = done
+                    stop_one()
                 try:
-                    resp = await http.post(path, json=body)
-                except httpx.HTTPError as err:
+                    answer = await http.request("POST", path, body)
+                except ServiceError as err:
                     report.lost += 1
-                    report.errors.append(f"client {c} request {j}: {type(err).__name__}: {err}")
                     bar.update(1)
+                    if err.status is not None:  # an HTTP answer, not a 200
+                        latencies.append(time.perf_counter() - start)
+                        report.requests += 1
+                        report.rejected += err.status == 503
+                    report.errors.append(f"client {c} request {j}: {err}")
                     continue
                 latencies.append(time.perf_counter() - start)
                 report.requests += 1
                 report.items += len(picks)
                 bar.update(1)
-                if resp.status_code != 200:
-                    report.lost += 1
-                    report.rejected += resp.status_code == 503
-                    report.errors.append(f"client {c} request {j}: HTTP {resp.status_code}: {resp.text[:200]}")
-                    continue
-                answer = resp.json()
                 if not check(answer, openrlhf, s, picks, sources, outputs, expected, cfg):
                     report.mismatched += 1
                     report.errors.append(f"client {c} request {j}: mismatch: {json.dumps(answer)[:300]}")
@@ -209,6 +244,11 @@ async def drive(url: str, cfg: LoadConfig, sources, outputs, expected, report: L
                     batch_seen.extend(b["items"] for b in answer["batches"])
 
         await asyncio.gather(*(client(c) for c in range(cfg.clients)))
+    finally:
+        await http.aclose()
+    report.requests_by_replica = [http.requests_by_url[u] for u in urls]
+    report.failed_by_replica = [http.failures_by_url[u] for u in urls]
+    report.retried = dict(http.retried_by_reason)
     if batch_seen:
         q = statistics.quantiles(batch_seen, n=100, method="inclusive")
         report.batch_items_seen = {"p10": q[9], "p50": q[49], "p90": q[89], "max": max(batch_seen)}
@@ -247,23 +287,33 @@ def run(cfg: LoadConfig, workdir: Path | None = None) -> LoadReport:
         yaml_path = save_tiny_judge(work, cfg)
         sources, outputs = make_pool(cfg)
         expected = expected_scores(yaml_path, cfg, sources, outputs)
-        with serve_in_subprocess(yaml_path, server_options(cfg), work / "server.log", timeout=300) as url:
+        if cfg.stop_one_at and cfg.replicas < 2:
+            raise ValueError(f"stop_one_at: {cfg.stop_one_at} needs replicas >= 2 (got {cfg.replicas})")
+        with contextlib.ExitStack() as stack:
+            servers = [stack.enter_context(serve_in_subprocess(yaml_path, server_options(cfg),
+                                                               work / f"server{k}.log", timeout=300, process=True))
+                       for k in range(cfg.replicas)]
+            urls = [url for url, _ in servers]
+            # the last replica is the one stopped: SIGTERM, it drains its in-flight requests and exits
+            stop_one = (lambda: servers[-1][1].send_signal(signal.SIGTERM)) if cfg.stop_one_at else None
             total = cfg.clients * cfg.requests
             with tqdm(total=total, desc=f"{cfg.clients} clients", unit="req") as bar:
                 start = time.perf_counter()
-                latencies = asyncio.run(drive(url, cfg, sources, outputs, expected, report, bar))
+                latencies = asyncio.run(drive(urls, cfg, sources, outputs, expected, report, bar, stop_one))
                 report.seconds = time.perf_counter() - start
             report.lost += total - report.attempted  # requests never sent (a client crashed)
-            metrics = httpx.get(url + "/metrics", timeout=10).text
+            live = [u for u, (_, proc) in zip(urls, servers) if proc.poll() is None]
+            texts = [httpx.get(u + "/metrics", timeout=10).text for u in live]
         if latencies:
             q = statistics.quantiles(latencies, n=100, method="inclusive")
             report.latency_ms = {"p50": 1e3 * q[49], "p90": 1e3 * q[89], "p99": 1e3 * q[98], "max": 1e3 * max(latencies)}
         report.requests_per_s = report.requests / max(report.seconds, 1e-9)
         report.items_per_s = report.items / max(report.seconds, 1e-9)
-        calls = parse_metric(metrics, "judge_reward_batch_items_count")
+        # the stopped replica's /metrics went with it: these are the live replicas' batches
+        calls = sum(parse_metric(t, "judge_reward_batch_items_count") for t in texts)
         report.judge_calls = int(calls)
-        report.batch_items_mean = parse_metric(metrics, "judge_reward_batch_items_sum") / max(calls, 1)
-        report.batch_requests_mean = parse_metric(metrics, "judge_reward_batch_requests_sum") / max(calls, 1)
+        report.batch_items_mean = sum(parse_metric(t, "judge_reward_batch_items_sum") for t in texts) / max(calls, 1)
+        report.batch_requests_mean = sum(parse_metric(t, "judge_reward_batch_requests_sum") for t in texts) / max(calls, 1)
         report.errors = report.errors[:20]
     return report
 

@@ -27,3 +27,15 @@ def test_small_load_run_loses_and_mixes_up_nothing(tmp_path):
     # Concurrent requests were merged: fewer judge calls than requests, more than one request per call.
     assert report.judge_calls < 64 and report.batch_requests_mean > 1
     assert report.batch_items_mean > 1 and report.batch_items_seen["max"] <= cfg.max_batch_size
+
+
+def test_two_replicas_one_stopped_half_way_lose_nothing(tmp_path):
+    bench = load_benchmark()
+    cfg = bench.LoadConfig(clients=4, requests=10, unique=32, sources=4, max_items=4, max_wait_ms=5.0,
+                           replicas=2, retries=3, stop_one_at=0.5)
+    report = bench.run(cfg, workdir=tmp_path)
+    assert report.stopped_replica_at == 20
+    assert report.lost == 0 and report.mismatched == 0 and report.ok == 40, report.errors
+    # Both replicas took requests; the stopped one's failed attempts were answered by the other.
+    assert all(n > 0 for n in report.requests_by_replica)
+    assert report.failed_by_replica[0] == 0 and sum(report.retried.values()) == report.failed_by_replica[1]

@@ -19,7 +19,7 @@ import logging
 import time
 import weakref
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import httpx
@@ -64,13 +64,23 @@ class RemoteScore:
     failure: str | None
     scores: dict[str, dict]
     id: str | int | None = None
+    components: dict[str, float] = field(default_factory=dict)
+    """``aspect/<name>``: the aspect's normalised score; ``guard/<name>``: a guard's penalty."""
 
 
 class JudgeServiceClient:
-    """Async client of ``/v1/score`` with timeouts, retries and request splitting.
+    """Async client of ``/v1/score`` with timeouts, retries, request splitting and several replicas.
 
     An ``httpx.AsyncClient`` is kept per event loop (TRL calls async reward functions from a loop
     of its own; tests and scripts may use several).
+
+    With several replicas (``ServiceRewardConfig.urls``) each attempt goes to the replica with the
+    fewest of this client's requests in flight, round-robin among equals. A connection error, a
+    timeout or a 5xx (503: the replica is draining, loading or its queue is full) sends the next
+    attempt at once to a replica not yet tried by this request (with a single replica, or when all
+    were tried, the usual backoff applies), and the failed replica is skipped by later requests for
+    ``replica_cooldown_s``. Every attempt counts against ``retries``; each replica's attempts and
+    failures are counted in :attr:`requests_by_url` and :attr:`failures_by_url`.
     """
 
     def __init__(self, config: ServiceRewardConfig | None = None, **overrides):
@@ -80,8 +90,14 @@ class JudgeServiceClient:
         self._clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]" = (
             weakref.WeakKeyDictionary()
         )
+        self.urls = self.config.replicas
         self.requests = 0
         self.retried_by_reason: Counter[str] = Counter()
+        self.requests_by_url: Counter[str] = Counter()
+        self.failures_by_url: Counter[str] = Counter()
+        self._inflight: Counter[str] = Counter()
+        self._skip_until: dict[str, float] = {}
+        self._turn = 0
 
     def _http(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -89,10 +105,10 @@ class JudgeServiceClient:
         if client is None or client.is_closed:
             c = self.config
             headers = {"Authorization": f"Bearer {c.token}"} if c.token else {}
+            limits = httpx.Limits(max_connections=64 * len(self.urls), max_keepalive_connections=16 * len(self.urls))
             client = httpx.AsyncClient(
-                base_url=c.url, headers=headers,
-                timeout=httpx.Timeout(c.timeout_s, connect=c.connect_timeout_s),
-                limits=httpx.Limits(max_connections=64, max_keepalive_connections=16), **c.extra,
+                headers=headers, timeout=httpx.Timeout(c.timeout_s, connect=c.connect_timeout_s),
+                **{"limits": limits, **c.extra},  # extra may set its own limits
             )
             self._clients[loop] = client
         return client
@@ -107,30 +123,61 @@ class JudgeServiceClient:
         """Retries made, all reasons together (:attr:`retried_by_reason` has them apart)."""
         return sum(self.retried_by_reason.values())
 
+    def _available(self, tried: set[str]) -> list[str]:
+        now = time.monotonic()
+        return [u for u in self.urls if u not in tried and self._skip_until.get(u, 0.0) <= now]
+
+    def _pick(self, tried: set[str]) -> str:
+        """The replica for the next attempt: untried and not cooling down if possible, fewest in flight."""
+        candidates = self._available(tried) or [u for u in self.urls if u not in tried] or self.urls
+        n = len(self.urls)
+        self._turn += 1
+        order = {u: (self._turn + k) % n for k, u in enumerate(self.urls)}  # rotates the tie-break
+        return min(candidates, key=lambda u: (self._inflight[u], order[u]))
+
+    def _failed(self, url: str, tried: set[str], error: ServiceError, reason: str,
+                retry_after: float | None) -> _Retryable:
+        """Count a replica's failed attempt, skip it for a while, and say how soon to retry."""
+        self.failures_by_url[url] += 1
+        if len(self.urls) > 1:
+            cooldown = self.config.replica_cooldown_s if retry_after is None else min(retry_after, self.config.max_backoff_s)
+            self._skip_until[url] = time.monotonic() + cooldown
+            if self._available(tried):
+                retry_after = 0.0  # another replica is there: no reason to wait
+        return _Retryable(error, reason, retry_after)
+
     async def request(self, method: str, path: str, payload: dict | None = None) -> dict:
-        """One call with retries on connection errors, timeouts, 429/502/503/504 (``Retry-After`` honoured)."""
+        """One call with retries on connection errors, timeouts, 429/502/503/504 (``Retry-After`` honoured);
+        with several replicas, any 5xx also moves the call to another replica."""
         c = self.config
+        tried: set[str] = set()
+        several = len(self.urls) > 1
 
         async def attempt() -> dict:
+            url = self._pick(tried)
+            tried.add(url)
             self.requests += 1
+            self.requests_by_url[url] += 1
+            self._inflight[url] += 1
             try:
-                resp = await self._http().request(method, path, json=payload)
+                resp = await self._http().request(method, url + path, json=payload)
             except httpx.TransportError as err:  # connect, read, write, pool timeouts and refusals
                 reason = "timeout" if isinstance(err, httpx.TimeoutException) else "connection"
-                raise _Retryable(
-                    ServiceError(f"{method} {c.url}{path}: {type(err).__name__}: {err or 'no answer'}"), reason
-                ) from None
+                error = ServiceError(f"{method} {url}{path}: {type(err).__name__}: {err or 'no answer'}")
+                raise self._failed(url, tried, error, reason, None) from None
+            finally:
+                self._inflight[url] -= 1
             if resp.status_code < 400:
                 return resp.json()
             try:
                 detail = resp.json().get("detail")
             except ValueError:
                 detail = resp.text[:200]
-            error = ServiceError(f"{method} {c.url}{path}: HTTP {resp.status_code}: {detail}", resp.status_code)
-            if resp.status_code not in RETRY_STATUS:
+            error = ServiceError(f"{method} {url}{path}: HTTP {resp.status_code}: {detail}", resp.status_code)
+            if resp.status_code not in RETRY_STATUS and not (several and resp.status_code >= 500):
                 raise error  # the request itself is wrong: retrying cannot help
             reason = "rate_limited" if resp.status_code == 429 else "server_error"
-            raise _Retryable(error, reason, parse_retry_after(resp.headers))
+            raise self._failed(url, tried, error, reason, parse_retry_after(resp.headers))
 
         def on_retry(err: BaseException, failure: Failure, retry: int, wait: float) -> None:
             log.warning("%s; retry %d/%d in %.1fs", err.args[0], retry, c.retries, wait)
@@ -175,7 +222,7 @@ class JudgeServiceClient:
 
         answers = await asyncio.gather(*(one(ch) for ch in chunks))
         return [
-            RemoteScore(r.get("reward"), r.get("failure"), r.get("scores") or {}, r.get("id"))
+            RemoteScore(r.get("reward"), r.get("failure"), r.get("scores") or {}, r.get("id"), r.get("components") or {})
             for results in answers for r in results
         ]
 

@@ -90,7 +90,15 @@ class ServiceRewardConfig(Section):
     """How a TRL reward function reaches a judge-reward service (see :class:`ServiceRewardFunction`)."""
 
     url: str = "http://127.0.0.1:8080"
-    """The service's root URL."""
+    """The service's root URL (one replica; see ``urls`` for several)."""
+    urls: Optional[list[str]] = None
+    """Root URLs of several replicas of the service (used instead of ``url``). Each request goes to
+    the replica with the fewest requests in flight from this client (round-robin among equals); a
+    connection error, timeout or 5xx (a 503 from a draining or full replica included) sends the
+    retry at once to another replica, and the failed one is skipped for ``replica_cooldown_s``."""
+    replica_cooldown_s: NonNegativeFloat = 5.0
+    """How long a replica that failed is skipped while others are available (a ``Retry-After`` it
+    sent counts instead, up to ``max_backoff_s``)."""
     token: Optional[str] = None
     """Bearer token, if the service requires one."""
     aspects: Optional[list[str]] = None
@@ -121,3 +129,17 @@ class ServiceRewardConfig(Section):
         if not self.url.startswith(("http://", "https://")):
             raise ConfigError(f"expected an http(s) URL, got {self.url!r}", field="url")
         self.url = self.url.rstrip("/")
+        if self.urls is not None:
+            if not self.urls:
+                raise ConfigError("expected at least one URL, or None to use url", field="urls")
+            for k, u in enumerate(self.urls):
+                if not isinstance(u, str) or not u.startswith(("http://", "https://")):
+                    raise ConfigError(f"expected an http(s) URL, got {u!r}", field=f"urls[{k}]")
+            self.urls = [u.rstrip("/") for u in self.urls]
+            if len(set(self.urls)) != len(self.urls):
+                raise ConfigError(f"a URL repeats: {self.urls}", field="urls")
+
+    @property
+    def replicas(self) -> list[str]:
+        """The root URLs requests are spread over: ``urls``, else ``[url]``."""
+        return list(self.urls) if self.urls else [self.url]
