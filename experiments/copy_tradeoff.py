@@ -63,9 +63,8 @@ class Terms:
             score = result.scores.get(aspect.name)
             if score is None or score.value is None:
                 continue
-            d = score.details
-            cond, uncond = d["token_logprobs"], d["unconditional_token_logprobs"]
-            mask = copied_token_mask(d["token_texts"], " " + text.strip(), source, g.min_fragment)
+            cond, uncond = score.tokens.with_source, score.tokens.without_source
+            mask = copied_token_mask(score.tokens.texts, " " + text.strip(), source, g.min_fragment)
             gains = [c - u for c, u in zip(cond, uncond)]
             w = reward.weights[aspect.name]
             weights += w

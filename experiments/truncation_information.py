@@ -54,7 +54,7 @@ def main() -> None:
             if any(r[a].value is None for a in aspects):
                 out.append(None)
                 continue
-            out.append([(np.array(r[a].details["token_logprobs"]), np.array(r[a].details["unconditional_token_logprobs"]))
+            out.append([(np.array(r[a].tokens.with_source), np.array(r[a].tokens.without_source))
                         for a in aspects])
         return out
 

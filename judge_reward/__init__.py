@@ -21,7 +21,7 @@ from importlib import import_module
 
 from .aspects import Aspect, AspectSet, ConfigError, Scale, load_aspects
 from .judge import Judge, JudgeConfig
-from .methods.base import Item, Score
+from .methods.base import Item, Score, TokenLogprobs
 from .methods.geval import GEval, GEvalConfig
 from .methods.gptscore import GPTScore, GPTScoreConfig
 from .reward import Reward, RewardConfig
@@ -40,7 +40,8 @@ _LAZY = {
 __all__ = [
     "Aspect", "AspectSet", "AsyncJudgeReward", "ConfigError", "GEval", "GEvalConfig", "GPTScore", "GPTScoreConfig",
     "Item", "Judge", "JudgeConfig", "JudgeReward", "JudgeRewardConfig", "Reward", "RewardConfig", "Scale", "Score",
-    "Scoreboard", "ScoreboardSettings", "ServiceRewardConfig", "ServiceRewardFunction", "load_aspects", "validate",
+    "Scoreboard", "ScoreboardSettings", "ServiceRewardConfig", "ServiceRewardFunction", "TokenLogprobs", "load_aspects",
+    "validate",
 ]
 __version__ = "0.1.0"
 

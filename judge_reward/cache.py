@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import ClassVar, Optional
 
 from .config import Section
-from .methods.base import Item, Score
+from .methods.base import Item, Score, TokenLogprobs
 
 
 @dataclass
@@ -75,8 +75,7 @@ class JudgmentCache:
             if hit is None and self._db is not None:
                 row = self._db.execute("SELECT value FROM judgments WHERE key = ?", (key,)).fetchone()
                 if row is not None:
-                    raw = json.loads(row[0])
-                    hit = Score(raw["value"], None, raw["details"])
+                    hit = _decode(json.loads(row[0]))
                     if self.config.memory:
                         self._memory[key] = hit
             if hit is None:
@@ -94,6 +93,23 @@ class JudgmentCache:
             if self._db is not None:
                 self._db.execute(
                     "INSERT OR REPLACE INTO judgments VALUES (?, ?)",
-                    (key, json.dumps({"value": score.value, "details": score.details}, default=str)),
+                    (key, json.dumps({"value": score.value, "details": score.details,
+                                      **({"tokens": score.tokens.to_json()} if score.tokens is not None else {})},
+                                     default=str)),
                 )
                 self._db.commit()
+
+
+# How GPTScore's per-token log-probabilities sat in ``details`` before they had their own type.
+_LEGACY_TOKEN_KEYS = ("token_texts", "token_logprobs", "unconditional_token_logprobs")
+
+
+def _decode(raw: dict) -> Score:
+    """A stored judgment; one written before :class:`TokenLogprobs` existed keeps its tokens in
+    ``details``, and they move to ``Score.tokens``."""
+    details = dict(raw["details"])
+    tokens = raw.get("tokens")
+    if tokens is None and all(k in details for k in _LEGACY_TOKEN_KEYS):
+        texts, cond, uncond = (details.pop(k) for k in _LEGACY_TOKEN_KEYS)
+        tokens = {"texts": texts, "with_source": cond, "without_source": uncond}
+    return Score(raw["value"], None, details, TokenLogprobs.from_json(tokens) if tokens is not None else None)

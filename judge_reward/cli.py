@@ -144,7 +144,7 @@ def score(
                     for aspect, s in per_method[m][k].items():
                         key = f"{m}/{aspect}"
                         record["scores"][key] = s.value
-                        record["details"][key] = s.details
+                        record["details"][key] = s.details if s.tokens is None else {**s.details, "tokens": s.tokens.to_json()}
                         if s.value is None:
                             record["failures"][key] = s.reason
                             failures[s.reason] += 1

@@ -345,24 +345,24 @@ class Reward:
             score = scores[a.name]
             if score.value is None:
                 continue  # a failed aspect fails the reward in combine()
-            details = score.details or {}
+            tokens = score.tokens
             if not readers:
                 per_aspect["likelihood_floor"][a.name] = score.value
                 continue
-            if "unconditional_token_logprobs" not in details:
+            if tokens is None:
                 # never a silent 0: a score without its token log-probabilities cannot be charged
                 raise RuntimeError(f"reward.guards: {', '.join(readers)} need the judge's token log-probabilities, "
-                                   f"with and without the source, in GPTScore's details; the {a.name} score has none "
+                                   f"with and without the source (Score.tokens); the {a.name} score has none "
                                    "(gptscore.unconditional off, or a score that did not come from this judge)")
-            cond, uncond = details["token_logprobs"], details["unconditional_token_logprobs"]
+            cond, uncond, texts = tokens.with_source, tokens.without_source, tokens.texts
             floor = self.guards.likelihood_floor
             if "likelihood_floor" in readers and floor.uncopied_only:
                 g = self.guards.copy_credit if self.guards.copy_credit.enabled else self.guards.information
-                mask = copied_mask(details["token_texts"], g.min_fragment, g.near_copy_words)
+                mask = copied_mask(texts, g.min_fragment, g.near_copy_words)
                 # grounded_only: unsupported sentences are no part of the output's own words, nor of
                 # the tokens its shortfall is weighed against (an opener must not dilute the share)
-                skip = unsupported_mask(details["token_texts"], g)
-                own_at = [k for k, (m, u, t) in enumerate(zip(mask, skip, details["token_texts"]))
+                skip = unsupported_mask(texts, g)
+                own_at = [k for k, (m, u, t) in enumerate(zip(mask, skip, texts))
                           if not m and not u and any(ch.isalnum() for ch in t)]
                 own = [uncond[k] for k in own_at]
                 if own:  # nothing of its own: no floor to charge (the information is 0)
@@ -381,14 +381,14 @@ class Reward:
                                                           else score.value)
             if self.guards.copy_credit.enabled:
                 g = self.guards.copy_credit
-                m = copied_mask(details["token_texts"], g.min_fragment, g.near_copy_words)
+                m = copied_mask(texts, g.min_fragment, g.near_copy_words)
                 copied = sum(m) / len(m) if m else 0.0
-                unsupported = sum(unsupported_mask(details["token_texts"], g)) / len(m) if m else 0.0
-                per_aspect["copy_credit"][a.name] = copy_credit(cond, uncond, no_information_mask(details["token_texts"], g),
+                unsupported = sum(unsupported_mask(texts, g)) / len(m) if m else 0.0
+                per_aspect["copy_credit"][a.name] = copy_credit(cond, uncond, no_information_mask(texts, g),
                                                                 g.contrast, g.budget_tokens)
             if self.guards.information.enabled:
                 g = self.guards.information
-                m = no_information_mask(details["token_texts"], g)
+                m = no_information_mask(texts, g)
                 per_aspect["information"][a.name] = source_information(cond, uncond, m, g.budget_tokens)
 
         def weighted(values: dict[str, float]) -> float:

@@ -205,3 +205,41 @@ def test_the_shipped_rewards_name_the_judge_they_were_validated_with():
     from judge_reward.validated import other_judge_problem
 
     assert "org/served-judge" in other_judge_problem(served)
+
+
+def test_token_logprobs_are_typed_on_the_score_and_survive_the_cache(tmp_path):
+    """GPTScore with ``unconditional`` puts the per-token log-probabilities on ``Score.tokens`` (not
+    in ``details``); the cache stores and returns them unchanged; a cache written when they sat in
+    ``details`` still gives them back typed."""
+    import json
+    import sqlite3
+
+    from judge_reward import TokenLogprobs
+
+    db = tmp_path / "judgments.sqlite"
+    config = JudgeConfig(aspects=["fluency"], method="gptscore", cache={"path": str(db)},
+                         gptscore={"unconditional": True})
+    judge = Judge(config, backend=make_backend("char"))
+    [r] = judge.score([Item("A summary.", "An article.")])
+    tokens = r["fluency"].tokens
+    assert isinstance(tokens, TokenLogprobs) and "".join(tokens.texts).strip() == "A summary."
+    assert r["fluency"].value == pytest.approx(sum(tokens.with_source) / len(tokens.with_source))
+    assert not {"token_logprobs", "unconditional_token_logprobs", "token_texts"} & set(r["fluency"].details)
+    fresh = Judge(JudgeConfig(aspects=["fluency"], method="gptscore", gptscore={"unconditional": True},
+                              cache={"path": str(db), "memory": False}), backend=make_backend("char"))
+    [again] = fresh.score([Item("A summary.", "An article.")])
+    assert fresh.cache.hits == 1 and again["fluency"].tokens == tokens
+    # the layout before the type: the three lists inside details
+    with sqlite3.connect(db) as con:
+        [(key, raw)] = con.execute("SELECT key, value FROM judgments").fetchall()
+        old = json.loads(raw)
+        old["details"].update(token_texts=list(tokens.texts), token_logprobs=list(tokens.with_source),
+                              unconditional_token_logprobs=list(tokens.without_source))
+        del old["tokens"]
+        con.execute("UPDATE judgments SET value = ? WHERE key = ?", (json.dumps(old), key))
+    legacy = Judge(JudgeConfig(aspects=["fluency"], method="gptscore", gptscore={"unconditional": True},
+                               cache={"path": str(db), "memory": False}), backend=make_backend("char"))
+    [replayed] = legacy.score([Item("A summary.", "An article.")])
+    assert replayed["fluency"].tokens == tokens and "token_logprobs" not in replayed["fluency"].details
+    with pytest.raises(ValueError, match="2 tokens, 1 log-probabilities with the source"):
+        TokenLogprobs(("a", "b"), (-1.0,), (-1.0, -2.0))

@@ -21,18 +21,63 @@ class Item:
     id: str | None = None
 
 
+@dataclass(frozen=True)
+class TokenLogprobs:
+    """The judge's log-probability of each token of the output, read with the source and without it.
+
+    What the reward's token terms read (``information``, ``copy_credit``, ``likelihood_floor``): the
+    information the output gives about its source is ``with_source[k] - without_source[k]`` summed
+    over its tokens. GPTScore fills it when ``gptscore.unconditional`` is on.
+
+    Attributes:
+        texts: the output's tokens as text, in order (their concatenation is the scored output).
+        with_source: ``log p(token | source, instruction, earlier tokens)``, nats, one per token.
+        without_source: the same with the source left out of the prompt.
+
+    >>> t = TokenLogprobs(("The", " council"), (-1.0, -0.5), (-2.0, -3.0))
+    >>> t.information()
+    3.5
+    >>> TokenLogprobs.from_json(t.to_json()) == t
+    True
+    """
+
+    texts: tuple[str, ...]
+    with_source: tuple[float, ...]
+    without_source: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not len(self.texts) == len(self.with_source) == len(self.without_source):
+            raise ValueError(f"TokenLogprobs: {len(self.texts)} tokens, {len(self.with_source)} log-probabilities "
+                             f"with the source and {len(self.without_source)} without; expected one of each per token")
+
+    def information(self) -> float:
+        """Sum over the tokens of ``with_source - without_source`` (nats): what the source adds."""
+        return float(sum(w - wo for w, wo in zip(self.with_source, self.without_source)))
+
+    def to_json(self) -> dict:
+        return {"texts": list(self.texts), "with_source": list(self.with_source),
+                "without_source": list(self.without_source)}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "TokenLogprobs":
+        return cls(tuple(raw["texts"]), tuple(raw["with_source"]), tuple(raw["without_source"]))
+
+
 @dataclass
 class Score:
     """A method's judgment of one item on one aspect.
 
     ``value`` is ``None`` exactly when the judge failed; ``reason`` then says why (it is counted,
     never turned into a 0). ``details`` carries the evidence: the distribution, its mass and
-    entropy (G-Eval), the token log-probabilities (GPTScore), the parsed ratings (sampling).
+    entropy (G-Eval), the mean and summed log-probabilities (GPTScore), the parsed ratings
+    (sampling). ``tokens``: the per-token log-probabilities with and without the source
+    (:class:`TokenLogprobs`; GPTScore with ``unconditional``), else ``None``.
     """
 
     value: float | None
     reason: str | None = None
     details: dict = field(default_factory=dict)
+    tokens: TokenLogprobs | None = None
 
     @classmethod
     def failure(cls, reason: str, **details) -> "Score":

@@ -23,7 +23,7 @@ from ..aspects import Aspect
 from ..backends.base import CandidateRequest, ContinuationRequest, JudgeBackend
 from ..config import ConfigError, Expect, Section
 from ..prompts.gptscore import LAYOUTS, build_gptscore_prompt, unconditional_context
-from .base import Item, Score, config_fingerprint
+from .base import Item, Score, TokenLogprobs, config_fingerprint
 from .common import fit_source, run_plans
 
 DIRECTIONS = ("src_hypo", "ref_hypo", "hypo_ref", "avg_f")
@@ -58,8 +58,8 @@ class GPTScoreConfig(Section):
     """In-context examples, each ``{source: ..., output: ...}``, written with the same template."""
     unconditional: bool = False
     """Also score each output after the aspect's instruction alone (no source) and keep both
-    per-token log-probability sequences and the tokens in ``details`` (``token_logprobs``,
-    ``unconditional_token_logprobs``, ``token_texts``): what the reward's ``copy_credit``,
+    per-token log-probability sequences and the tokens as ``Score.tokens``
+    (:class:`~judge_reward.methods.base.TokenLogprobs`): what the reward's ``copy_credit``,
     ``information`` and ``likelihood_floor`` (``unconditional``) guards read. The score itself is unchanged. Costs one short extra row per output and aspect."""
 
     def check(self) -> None:
@@ -154,10 +154,11 @@ class GPTScore:
                     "truncated_source_tokens": cuts[i],
                     "boundary": [r.details.get("boundary") for r in parts],
                 }
+                tokens = None
                 if i in without_source:
-                    details.update(token_logprobs=list(parts[0].token_logprobs), token_texts=list(parts[0].tokens or []),
-                                   unconditional_token_logprobs=list(without_source[i].token_logprobs))
-                scores[i] = Score(mean if self.config.reduce == "mean" else total, None, details)
+                    tokens = TokenLogprobs(tuple(parts[0].tokens or ()), tuple(parts[0].token_logprobs),
+                                           tuple(without_source[i].token_logprobs))
+                scores[i] = Score(mean if self.config.reduce == "mean" else total, None, details, tokens)
             return scores  # type: ignore[return-value]
 
         return requests, finish

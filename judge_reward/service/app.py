@@ -416,7 +416,8 @@ def create_app(
                     "guards": r.guards,
                     "scores": {
                         name: {"value": s.value, "normalised": r.components.get(f"aspect/{name}"), "reason": s.reason,
-                               **({"details": s.details} if body.details else {})}
+                               **({"details": s.details} if body.details else {}),
+                               **({"tokens": s.tokens.to_json()} if body.details and s.tokens is not None else {})}
                         for name, s in r.scores.items()
                     },
                 }

@@ -48,6 +48,9 @@ class AspectScore(BaseModel):
     reason: str | None = None
     """Why ``value`` is None."""
     details: dict[str, Any] | None = None
+    tokens: dict[str, list] | None = None
+    """With ``details``, and a GPTScore judge with ``unconditional``: the output's tokens and their
+    log-probabilities with and without the source (``texts``, ``with_source``, ``without_source``)."""
 
 
 class ItemResult(BaseModel):
