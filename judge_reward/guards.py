@@ -455,7 +455,52 @@ def without_sentences(text: str, sentences: Sequence[str], language: str = "en")
 
 
 @dataclass
-class CopyGuard(Section):
+class Guard(Section):
+    """One guard: a section of ``reward.guards``, registered by name in :data:`GUARD_TYPES`.
+
+    ``requires()`` says what it reads besides the output (``needs`` unless its settings change
+    it): ``source`` (the text the output is judged against; without one the reward refuses to build
+    rather than read the prompt as the source), ``tokens`` (the judge's per-token log-probabilities
+    with and without the source, :class:`~judge_reward.methods.base.TokenLogprobs`: the reward's
+    token terms), ``sentence_end`` (the judge's next-token answer, :meth:`judge_reward.Judge.sentence_end`),
+    ``masked_pass`` (a second judge pass with the output's numbers masked). A text guard's
+    ``measure`` reads one output (:class:`GuardInput`) and returns what it measured and its charge,
+    or ``None`` where it does not apply (no source words); the guards that read the judge's tokens
+    are charged by the reward (:mod:`judge_reward.reward`).
+    """
+
+    needs: ClassVar[frozenset[str]] = frozenset()
+
+    def requires(self) -> frozenset[str]:
+        return self.needs
+
+    def measure(self, x: "GuardInput") -> tuple[dict, float] | None:
+        raise NotImplementedError(f"{type(self).__name__} is charged by the reward from the judge's answers, "
+                                  "not measured on the text alone")
+
+
+@dataclass(frozen=True)
+class GuardInput:
+    """What the text guards read of one output (built once per output by :func:`apply_guards`).
+
+    ``output``: the text after :func:`neutralise`; ``words``: its words; ``source``: the source's
+    statistics, or None; ``removed_spans``: what :func:`neutralise` removed; ``sentence_end``: the
+    judge's probability of a sentence end after the output, where asked; ``unsupported``:
+    grounding's share of words in unsupported sentences and those sentences (``sentence_threshold``
+    set), shared with ``copy`` and ``length``; ``grounded``: the output without them."""
+
+    output: str
+    words: list[str]
+    source: "SourceStats | None"
+    language: str
+    removed_spans: int = 0
+    sentence_end: float | None = None
+    unsupported: tuple[float, list[str]] | None = None
+    grounded: str = ""
+
+
+@dataclass
+class CopyGuard(Guard):
     """Copying from the source: the share of the output's words inside verbatim source fragments of
     at least ``min_fragment`` words.
 
@@ -491,9 +536,24 @@ class CopyGuard(Section):
         if self.full_at <= self.threshold:
             raise ConfigError(f"must be above threshold ({self.threshold}), got {self.full_at}", field="full_at")
 
+    needs: ClassVar[frozenset[str]] = frozenset({"source"})
+
+    def measure(self, x: "GuardInput") -> tuple[dict, float] | None:
+        if x.source is None or not x.source.words:
+            return None
+        judged = x.grounded if self.grounded_only else x.output
+        if self.near_copy_words:
+            text = canonical(judged)
+            found = match_words(text)
+            spans = copy_spans(text, x.source, self.min_fragment, self.near_copy_words)
+            share = sum(any(a <= m.start() < b for a, b in spans) for m in found) / len(found) if found else 0.0
+        else:
+            share = long_copy_share(words(judged), x.source.words, self.min_fragment, x.source.positions)
+        return {"long_copy_share": share}, self.weight * _ramp(share, self.threshold, self.full_at)
+
 
 @dataclass
-class CopyCreditGuard(Section):
+class CopyCreditGuard(Guard):
     """Copied text earns nothing for having been read: the judge's gain from the source on the
     output's tokens inside verbatim source fragments of at least ``min_fragment`` words
     (conditional minus unconditional log-probability, gains only), per output token, times
@@ -542,9 +602,11 @@ class CopyCreditGuard(Section):
             raise ConfigError(f"needs contrast: true, got budget_tokens {self.budget_tokens} without it",
                               field="budget_tokens")
 
+    needs: ClassVar[frozenset[str]] = frozenset({"source", "tokens"})
+
 
 @dataclass
-class InformationGuard(Section):
+class InformationGuard(Guard):
     """Too little said about the source. ``information`` is what reading the source added to the
     judge's log-probabilities of the output's own (uncopied) words, summed over its first
     ``budget_tokens`` tokens and divided by ``budget_tokens`` (nats per token of the budget). Below
@@ -572,9 +634,11 @@ class InformationGuard(Section):
     """Tokens of unsupported sentences count 0 too (see ``copy_credit.grounded_only``)."""
     weight: Weight = 3.0
 
+    needs: ClassVar[frozenset[str]] = frozenset({"source", "tokens"})
+
 
 @dataclass
-class LikelihoodFloorGuard(Section):
+class LikelihoodFloorGuard(Guard):
     """Text the judge finds unlikely: the shortfall of the judged aspects' mean log-probability per
     token (GPTScore's score given the source, before ``copy_credit``; or, with ``unconditional``,
     the score without the source) below ``floor`` nats, times
@@ -624,9 +688,12 @@ class LikelihoodFloorGuard(Section):
         if self.per_token and self.budget_tokens is None:
             raise ConfigError("needs budget_tokens, got per_token without it", field="per_token")
 
+    def requires(self) -> frozenset[str]:
+        return frozenset({"tokens"}) if self.unconditional else frozenset()
+
 
 @dataclass
-class RepetitionGuard(Section):
+class RepetitionGuard(Guard):
     """Repetition inside the output: the share of its word n-grams that repeat an earlier one."""
 
     section_path: ClassVar[str] = "reward.guards.repetition"
@@ -653,9 +720,19 @@ class RepetitionGuard(Section):
             raise ConfigError(f"must be above word_threshold ({self.word_threshold}), got {self.word_full_at}",
                               field="word_full_at")
 
+    def measure(self, x: "GuardInput") -> tuple[dict, float]:
+        share = repeated_share(tokens(x.output) if self.punctuation else x.words, self.n)
+        measured: dict = {"repeated_share": share}
+        ramp = _ramp(share, self.threshold, 1.0)
+        if self.max_word_uses is not None:
+            overused = overused_share(x.words, self.max_word_uses, language=x.language)
+            measured["overused_word_share"] = overused
+            ramp = max(ramp, _ramp(overused, self.word_threshold, self.word_full_at))
+        return measured, self.weight * ramp
+
 
 @dataclass
-class LengthGuard(Section):
+class LengthGuard(Guard):
     """Length in words, against a floor and a ceiling relative to the source (and/or absolute).
 
     Too short (a lone colon, an opener with nothing after it): the penalty grows as the output
@@ -676,9 +753,26 @@ class LengthGuard(Section):
     claims appended to a short output does not bring it to the length wanted (it paid less than the
     shortfall it removed: probe families ``self_praise``, ``filler``, ``invented_detail``)."""
 
+    def requires(self) -> frozenset[str]:
+        return frozenset({"source"}) if self.max_source_ratio is not None else frozenset()
+
+    def measure(self, x: "GuardInput") -> tuple[dict, float]:
+        n = len(x.words)
+        n_short = len(words(x.grounded)) if self.grounded_only else n
+        ceilings = [self.max_words] if self.max_words else []
+        if self.max_source_ratio is not None and x.source is not None and x.source.words:
+            ceilings.append(max(self.min_words, self.max_source_ratio * len(x.source.words)))
+        ceiling = min(ceilings) if ceilings else None
+        short = _ramp(self.min_words - n_short, 0, self.min_words) if self.min_words else 0.0
+        long = _ramp(n, ceiling, 2 * ceiling) if ceiling else 0.0
+        measured: dict = {"words": n, "ceiling": ceiling}
+        if self.grounded_only:
+            measured["grounded_words"] = n_short
+        return measured, self.weight * max(short, long)
+
 
 @dataclass
-class GroundingGuard(Section):
+class GroundingGuard(Guard):
     """Text about something else: the share of the output's content words absent from the source.
 
     A summary, answer or reply built on its source reuses the source's names and terms; fluent text
@@ -718,9 +812,24 @@ class GroundingGuard(Section):
             raise ConfigError(f"needs sentence_threshold, got per_sentence {self.per_sentence} without it",
                               field="per_sentence")
 
+    needs: ClassVar[frozenset[str]] = frozenset({"source"})
+
+    def measure(self, x: "GuardInput") -> tuple[dict, float] | None:
+        if x.source is None or not x.source.words:
+            return None
+        share = novel_word_share(x.words, x.source.word_set, self.min_chars, self.skip_function_words, x.language)
+        measured: dict = {"novel_word_share": share}
+        ramp = _ramp(share, self.threshold, 1.0)
+        if x.unsupported is not None:
+            share_unsupported, sentences = x.unsupported
+            measured.update(unsupported_share=share_unsupported, unsupported_sentences=len(sentences))
+            charged = share_unsupported if self.per_sentence is None else min(1.0, self.per_sentence * len(sentences))
+            ramp = max(ramp, _ramp(charged, 0.0, 1.0))
+        return measured, self.weight * ramp
+
 
 @dataclass
-class EndingGuard(Section):
+class EndingGuard(Guard):
     """An output that stops mid-sentence (a truncated answer): the full ``weight`` when the text
     does not end with terminal punctuation (``. ! ?``) or a closing quote or bracket.
 
@@ -750,9 +859,22 @@ class EndingGuard(Section):
     end_probability: Fraction = 0.02
     """With ``mode: judge``: below this probability of a sentence end after the output, it is cut."""
 
+    def requires(self) -> frozenset[str]:
+        return frozenset({"sentence_end"}) if self.mode == "judge" else frozenset()
+
+    def measure(self, x: "GuardInput") -> tuple[dict, float]:
+        complete = ends_complete(x.output)
+        if self.mode == "judge":
+            cut = ends_cut(x.output, language=x.language) or (not complete and x.sentence_end is not None
+                                                              and x.sentence_end < self.end_probability)
+        else:
+            cut = not complete if self.mode == "punctuation" else ends_cut(x.output, x.source, x.language)
+        measured = {"complete": complete, "cut": cut, **({"sentence_end": x.sentence_end} if x.sentence_end is not None else {})}
+        return measured, self.weight if cut else (0.0 if complete else self.unfinished_weight)
+
 
 @dataclass
-class WordListGuard(Section):
+class WordListGuard(Guard):
     """A sentence or line that is nothing but a list of names or keywords (keyword stuffing): at
     least ``min_items`` short pieces between commas, "and", slashes or bullets, none holding a
     function word (:func:`is_bare_list`). A list of the source's names says the most about the
@@ -772,9 +894,13 @@ class WordListGuard(Section):
     full_at: Fraction = 0.25
     weight: Weight = 1.0
 
+    def measure(self, x: "GuardInput") -> tuple[dict, float]:
+        share, lists = bare_list_share(x.output, self.min_items, self.max_item_words, x.language)
+        return {"listed_share": share, "lists": len(lists)}, self.weight * _ramp(share, 0.0, self.full_at)
+
 
 @dataclass
-class InjectionGuard(Section):
+class InjectionGuard(Guard):
     """Text that talks to the judge instead of doing the task, removed before the judge reads it.
 
     Removed: lines or sentences that imitate a rating (``<label>: <number>``, ``Score: 5/5``,
@@ -805,9 +931,13 @@ class InjectionGuard(Section):
     max_penalty: Weight = 1.0
     chatter: bool = False
 
+    def measure(self, x: "GuardInput") -> tuple[dict, float]:
+        """Per removed span (:func:`neutralise` removed it before the judge read the output)."""
+        return {"removed_spans": x.removed_spans}, min(self.max_penalty, self.weight_per_span * x.removed_spans)
+
 
 @dataclass
-class ValueEchoGuard(Section):
+class ValueEchoGuard(Guard):
     """A value written in the output cannot raise a form-filling judge's value (G-Eval, rating).
 
     Such a judge copies a number it reads near its form slot, however the number is dressed (a
@@ -826,6 +956,11 @@ class ValueEchoGuard(Section):
     weight: Weight = 1.0
     margin: Weight = 0.0
 
+    needs: ClassVar[frozenset[str]] = frozenset({"masked_pass"})
+
+
+TEXT_GUARDS = ("injection", "copy", "repetition", "length", "grounding", "word_list", "ending")
+"""The guards :func:`apply_guards` measures on the text, in the order their charges are reported."""
 
 GUARD_TYPES = {
     "injection": InjectionGuard,
@@ -894,14 +1029,12 @@ class GuardsConfig(Section):
         """The enabled guards whose charge compares the output with its source (the article a summary
         is read against): with a prompt in the source's place they would charge an answer for the
         words its question lacks, or for being longer than half of it."""
-        compare = {
-            "length": self.length.enabled and self.length.max_source_ratio is not None,
-            "grounding": self.grounding.enabled,
-            "copy": self.copy.enabled,
-            "copy_credit": self.copy_credit.enabled,
-            "information": self.information.enabled,
-        }
-        return [name for name, on in compare.items() if on]
+        return self.requiring("source")
+
+    def requiring(self, need: str) -> list[str]:
+        """The enabled guards that read ``need`` (:meth:`Guard.requires`): ``source``, ``tokens``,
+        ``sentence_end`` or ``masked_pass``."""
+        return [name for name in self.enabled if need in getattr(self, name).requires()]
 
     def language_data(self) -> dict[str, list[str]]:
         """What the enabled guards read of their language: a file of ``judge_reward/wordlists`` by
@@ -933,9 +1066,7 @@ class GuardsConfig(Section):
     def reading_unconditional(self) -> list[str]:
         """The enabled guards that read the judge's source-free token log-probabilities
         (``gptscore.unconditional: true``)."""
-        floor = self.likelihood_floor
-        return [name for name, on in (("copy_credit", self.copy_credit.enabled), ("information", self.information.enabled),
-                                      ("likelihood_floor", floor.enabled and floor.unconditional)) if on]
+        return self.requiring("tokens")
 
 
 # -- the injection rewrite --------------------------------------------------------------------------
@@ -1283,70 +1414,9 @@ def apply_guards(config: GuardsConfig, output: str, source: SourceStats | None, 
                                                  g.skip_function_words, language)
     # grounded_only: the output without the sentences grounding finds unsupported
     grounded = without_sentences(output, unsupported[1], language) if unsupported and unsupported[1] else output
-    if config.injection.enabled:
-        penalty = min(config.injection.max_penalty, config.injection.weight_per_span * removed_spans)
-        report.measured["injection"] = {"removed_spans": removed_spans}
-        report.penalties["injection"] = penalty
-    if config.copy.enabled and source is not None and source.words:
-        judged = grounded if config.copy.grounded_only else output
-        if config.copy.near_copy_words:
-            text = canonical(judged)
-            found = match_words(text)
-            spans = copy_spans(text, source, config.copy.min_fragment, config.copy.near_copy_words)
-            share = sum(any(a <= m.start() < b for a, b in spans) for m in found) / len(found) if found else 0.0
-        else:
-            share = long_copy_share(words(judged), source.words, config.copy.min_fragment, source.positions)
-        report.measured["copy"] = {"long_copy_share": share}
-        report.penalties["copy"] = config.copy.weight * _ramp(share, config.copy.threshold, config.copy.full_at)
-    if config.repetition.enabled:
-        g = config.repetition
-        share = repeated_share(tokens(output) if g.punctuation else toks, g.n)
-        report.measured["repetition"] = {"repeated_share": share}
-        ramp = _ramp(share, g.threshold, 1.0)
-        if g.max_word_uses is not None:
-            overused = overused_share(toks, g.max_word_uses, language=language)
-            report.measured["repetition"]["overused_word_share"] = overused
-            ramp = max(ramp, _ramp(overused, g.word_threshold, g.word_full_at))
-        report.penalties["repetition"] = g.weight * ramp
-    if config.length.enabled:
-        g = config.length
-        n = len(toks)
-        n_short = len(words(grounded)) if g.grounded_only else n
-        ceilings = [g.max_words] if g.max_words else []
-        if g.max_source_ratio is not None and source is not None and source.words:
-            ceilings.append(max(g.min_words, g.max_source_ratio * len(source.words)))
-        ceiling = min(ceilings) if ceilings else None
-        short = _ramp(g.min_words - n_short, 0, g.min_words) if g.min_words else 0.0
-        long = _ramp(n, ceiling, 2 * ceiling) if ceiling else 0.0
-        report.measured["length"] = {"words": n, "ceiling": ceiling}
-        if g.grounded_only:
-            report.measured["length"]["grounded_words"] = n_short
-        report.penalties["length"] = g.weight * max(short, long)
-    if config.grounding.enabled and source is not None and source.words:
-        g = config.grounding
-        share = novel_word_share(toks, source.word_set, g.min_chars, g.skip_function_words, language)
-        report.measured["grounding"] = {"novel_word_share": share}
-        ramp = _ramp(share, g.threshold, 1.0)
-        if unsupported is not None:
-            share_unsupported, sentences = unsupported
-            report.measured["grounding"].update(unsupported_share=share_unsupported, unsupported_sentences=len(sentences))
-            charged = share_unsupported if g.per_sentence is None else min(1.0, g.per_sentence * len(sentences))
-            ramp = max(ramp, _ramp(charged, 0.0, 1.0))
-        report.penalties["grounding"] = g.weight * ramp
-    if config.word_list.enabled:
-        g = config.word_list
-        share, lists = bare_list_share(output, g.min_items, g.max_item_words, language)
-        report.measured["word_list"] = {"listed_share": share, "lists": len(lists)}
-        report.penalties["word_list"] = g.weight * _ramp(share, 0.0, g.full_at)
-    if config.ending.enabled:
-        complete = ends_complete(output)
-        g = config.ending
-        if g.mode == "judge":
-            cut = ends_cut(output, language=language) or (not complete and sentence_end is not None
-                                                          and sentence_end < g.end_probability)
-        else:
-            cut = not complete if g.mode == "punctuation" else ends_cut(output, source, language)
-        report.measured["ending"] = {"complete": complete, "cut": cut,
-                                     **({"sentence_end": sentence_end} if sentence_end is not None else {})}
-        report.penalties["ending"] = g.weight if cut else (0.0 if complete else g.unfinished_weight)
+    x = GuardInput(output, toks, source, language, removed_spans, sentence_end, unsupported, grounded)
+    for name in TEXT_GUARDS:
+        guard = getattr(config, name)
+        if guard.enabled and (got := guard.measure(x)) is not None:
+            report.measured[name], report.penalties[name] = got
     return report

@@ -150,7 +150,7 @@ class Reward:
                 config.guards.copy_credit.enabled or config.guards.information.enabled)):
             raise ConfigError("uncopied_only needs unconditional: true and a copy mask (copy_credit or information on)",
                               field="reward.guards.likelihood_floor")
-        if config.guards.ending.enabled and config.guards.ending.mode == "judge" and (
+        if "ending" in config.guards.requiring("sentence_end") and (
                 self.method_name != "gptscore" or any(a.task == "dialogue" for a in self.aspects)):
             raise ConfigError(f"mode 'judge' asks a GPTScore judge how likely a sentence ends after the output; "
                               f"got method {self.method_name!r}" + (" with dialogue aspects" if self.method_name == "gptscore" else ""),
@@ -297,8 +297,7 @@ class Reward:
     def _sentence_ends(self, items: Sequence[Item]) -> tuple[dict[int, float], dict[int, str]]:
         """``ending.mode: judge``: the judge's sentence-end probability of each item that needs one
         (:func:`~judge_reward.guards.needs_sentence_end`), and the reasons of those it could not give."""
-        g = self.guards.ending
-        if not (g.enabled and g.mode == "judge"):
+        if "ending" not in self.guards.requiring("sentence_end"):
             return {}, {}
         ask = [k for k, item in enumerate(items) if needs_sentence_end(item.output, self.guards.language)]
         if not ask:

@@ -1357,3 +1357,29 @@ def test_ending_charges_other_languages_as_it_charges_english_of_the_same_shape(
     for mode in ("punctuation", "cut"):
         guards = GuardsConfig.from_dict({"ending": {"enabled": True, "mode": mode, "weight": 4.0, "unfinished_weight": 0.5}})
         assert apply_guards(guards, other, None).penalties["ending"] == apply_guards(guards, english, None).penalties["ending"]
+
+
+def test_guards_are_registered_components_that_declare_what_they_read():
+    """Every guard section is a Guard registered by name; what it reads decides which guards refuse
+    without a source and which read the judge's tokens; a text guard measures an output alone."""
+    from judge_reward.guards import GUARD_TYPES, TEXT_GUARDS, Guard, GuardInput, SourceStats
+
+    assert all(issubclass(cls, Guard) for cls in GUARD_TYPES.values()) and set(TEXT_GUARDS) <= set(GUARD_TYPES)
+    guards = GuardsConfig.from_dict({"length": {"enabled": True, "max_source_ratio": None, "max_words": 40},
+                                     "grounding": True, "ending": {"enabled": True, "mode": "judge"},
+                                     "likelihood_floor": {"enabled": True, "unconditional": True}, "repetition": True})
+    assert guards.source_guards() == ["grounding"]  # a length cap in words reads no source
+    assert guards.requiring("tokens") == guards.reading_unconditional == ["likelihood_floor"]
+    assert guards.requiring("sentence_end") == ["ending"]
+    with_ratio = GuardsConfig.from_dict({"length": True, "copy": True})
+    assert with_ratio.source_guards() == ["copy", "length"]
+    # a text guard measures one output; a source guard does not apply without source words
+    x = GuardInput("the the the the the the", ["the"] * 6, None, "en")
+    measured, charge = guards.repetition.measure(x)
+    assert measured["repeated_share"] == pytest.approx(0.75) and charge > 0
+    assert guards.grounding.measure(x) is None
+    src = SourceStats("The council closed the bridge.")
+    assert guards.grounding.measure(GuardInput("The council closed the bridge.", ["The", "council", "closed", "the",
+                                                                                   "bridge"], src, "en"))[1] == 0
+    with pytest.raises(NotImplementedError, match="charged by the reward"):
+        guards.likelihood_floor.measure(x)
