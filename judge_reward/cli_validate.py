@@ -123,7 +123,7 @@ def validate_command(
             cfg.backend = {**cfg.backend, **({"dtype": dtype} if dtype else {}), **({"device": device} if device else {})}
         with backend_options(dtype=("--dtype", dtype), device=("--device", device)):
             cfg.validate()
-        check_reward(cfg)
+        check_reward(cfg, {"units": "judge"} if (cfg.reward or {}).get("units") == "spread" else None)  # spread: measured below
         fits = fitting_datasets(cfg)
         sets = wanted if wanted is not None else fits
         if not sets:
@@ -148,10 +148,11 @@ def validate_command(
     for name, cfg, sets in plans:
         if other_judge_problem(cfg):  # this run is the re-validation: measure, and say what to record
             typer.echo(f"note: {name} was validated with {cfg.validated_with.judge}; this scoreboard measures "
-                       f"{judge_model(cfg)}. If it holds, set validated_with.judge: {judge_model(cfg)} in the config",
+                       f"{judge_model(cfg)}. If it holds, set validated_with.judge: {judge_model(cfg)} in the config (and, "
+                       f"for a reward in spread units, validated_with.spread to the spread it reports)",
                        err=True)
             cfg.validated_with = None
-        reward = Reward.from_config(cfg)
+        reward = _reward_for(cfg, name, loaded[sets[0]][0], settings)
         for d in sets:
             dataset, refs = loaded[d]
             boards.append(validate(reward, dataset, settings, name, refs))
@@ -173,3 +174,28 @@ def validate_command(
         raise typer.Exit(1)
     if any(x is not None for x in (min_agreement, max_win_rate, min_damage)):
         typer.echo("ok: every gate holds", err=True)
+
+
+def _reward_for(cfg, name: str, dataset, settings):
+    """The config's reward. In spread units with no spread recorded for this judge (a re-validation
+    with another judge), the judge's spread is measured first on the rated outputs of the first
+    set (the scoreboard's own first step, so cached), and the guards charge multiples of it."""
+    from .judge import Judge
+    from .reward import Reward, RewardConfig
+    from .scoreboard import _score, judge_alone, judge_spread
+    from .validated import ValidatedWith, judge_model
+
+    if (cfg.reward or {}).get("units") != "spread" or (cfg.validated_with is not None and cfg.validated_with.spread):
+        return Reward.from_config(cfg)
+    judge = Judge(cfg)
+    in_judge_units = Reward(judge, RewardConfig.from_dict({**cfg.reward, "units": "judge"}))
+    data = dataset.first_groups(settings.groups)
+    results = _score(in_judge_units, data.items, f"{data.name}: the judge's spread", True)
+    spread = judge_spread(data.groups, [judge_alone(r, in_judge_units.weights) for r in results])
+    if spread is None or spread <= 0:
+        raise UserError(f"--config {name}: units: spread, and this judge's spread on {data.name} could not be "
+                        f"measured (got {spread!r}): too few scored outputs per input")
+    typer.echo(f"note: {name} charges its guards in spreads; this judge's spread on {data.name} is {spread:.4g} "
+               f"(set validated_with.spread: {spread:.4g} when the scoreboard holds)", err=True)
+    judge.config.validated_with = ValidatedWith(judge=judge_model(cfg), spread=spread)
+    return Reward(judge)

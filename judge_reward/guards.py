@@ -470,6 +470,10 @@ class Guard(Section):
     """
 
     needs: ClassVar[frozenset[str]] = frozenset()
+    charge_fields: ClassVar[tuple[str, ...]] = ("weight",)
+    """The fields that are amounts charged in the judge's units (``reward.units: spread`` scales
+    them by the judge's spread); a weight that multiplies a quantity already in those units (the
+    token terms' shortfalls, ``value_echo``'s lift) is not one."""
 
     def requires(self) -> frozenset[str]:
         return self.needs
@@ -566,6 +570,7 @@ class CopyCreditGuard(Guard):
     """
 
     section_path: ClassVar[str] = "reward.guards.copy_credit"
+    charge_fields: ClassVar[tuple[str, ...]] = ()
 
     enabled: bool = False
     min_fragment: PositiveInt = 4
@@ -622,6 +627,7 @@ class InformationGuard(Guard):
     """
 
     section_path: ClassVar[str] = "reward.guards.information"
+    charge_fields: ClassVar[tuple[str, ...]] = ()
 
     enabled: bool = False
     budget_tokens: PositiveInt = 32
@@ -648,6 +654,7 @@ class LikelihoodFloorGuard(Guard):
     (a numbered list, a repeated phrase). GPTScore with ``normalise: none`` only."""
 
     section_path: ClassVar[str] = "reward.guards.likelihood_floor"
+    charge_fields: ClassVar[tuple[str, ...]] = ()
 
     enabled: bool = False
     floor: FiniteFloat = -3.0
@@ -850,6 +857,7 @@ class EndingGuard(Guard):
     sentence stops (``... was rescued by his parents before emergency``) is."""
 
     section_path: ClassVar[str] = "reward.guards.ending"
+    charge_fields: ClassVar[tuple[str, ...]] = ("weight", "unfinished_weight")
 
     enabled: bool = False
     weight: Weight = 1.0
@@ -925,6 +933,7 @@ class InjectionGuard(Guard):
     """
 
     section_path: ClassVar[str] = "reward.guards.injection"
+    charge_fields: ClassVar[tuple[str, ...]] = ("weight_per_span", "max_penalty")
 
     enabled: bool = False
     weight_per_span: Weight = 0.5
@@ -951,6 +960,7 @@ class ValueEchoGuard(Guard):
     """
 
     section_path: ClassVar[str] = "reward.guards.value_echo"
+    charge_fields: ClassVar[tuple[str, ...]] = ()
 
     enabled: bool = False
     weight: Weight = 1.0
@@ -1030,6 +1040,15 @@ class GuardsConfig(Section):
         is read against): with a prompt in the source's place they would charge an answer for the
         words its question lacks, or for being longer than half of it."""
         return self.requiring("source")
+
+    def scaled(self, factor: float) -> "GuardsConfig":
+        """A copy whose charges (each guard's :attr:`Guard.charge_fields`) are multiplied by ``factor``:
+        guard strengths given in multiples of the judge's spread, in the judge's units."""
+        from dataclasses import replace
+
+        return replace(self, **{name: replace(getattr(self, name), **{f: getattr(getattr(self, name), f) * factor
+                                                                      for f in cls.charge_fields})
+                                for name, cls in GUARD_TYPES.items()})
 
     def requiring(self, need: str) -> list[str]:
         """The enabled guards that read ``need`` (:meth:`Guard.requires`): ``source``, ``tokens``,

@@ -13,12 +13,12 @@ guards), never with raw judge scores. Per family it reports
   reward's units, with a percentile bootstrap CI that resamples sources (= items when each source
   appears once);
 * per-wording win rates, and counts of ``None`` rewards (a probe the reward could not score does
-  not win; a real output without a reward takes its item out, counted).
+  not win; a real output without a reward takes its item out, counted). ::
 
->>> from judge_reward.reward import Reward
->>> reward = Reward.from_config("default")
->>> report = run_probes(reward, load_pairs("pairs.jsonl"))
->>> print(report.to_markdown(max_win_rate=0.1)); report.failed(0.1)
+    from judge_reward.reward import Reward
+    reward = Reward.from_config("default")
+    report = run_probes(reward, load_pairs("pairs.jsonl"))
+    print(report.to_markdown(max_win_rate=0.1)); report.failed(0.1)
 
 ``judge-reward probe`` (:mod:`judge_reward.cli_probe`) and ``judge_reward.trainers.ProbeCallback`` wrap this.
 The wordings are this project's own. See docs/probes.md.

@@ -168,6 +168,12 @@ class Reward:
             raise ConfigError(f"reward.weights: the scored aspects {names} all have weight 0")
         self.weights = {a.name: weights.get(a.name, 0.0) / total for a in self.aspects}
         self.guards: GuardsConfig = config.guards
+        if config.units == "spread":  # the charges are multiples of the validating judge's spread
+            validated = getattr(getattr(judge, "config", None), "validated_with", None)
+            if validated is None or validated.spread is None:
+                raise ConfigError("'spread' charges multiples of the judge's spread; set validated_with.spread "
+                                  "to what `judge-reward validate` reports for this judge", field="reward.units")
+            self.guards = config.guards.scaled(validated.spread)
         self._patterns = InjectionPatterns.for_aspects(known.values(), chatter=self.guards.injection.chatter,
                                                        language=self.guards.language)
 

@@ -54,6 +54,11 @@ class RewardConfig(Section):
     the aspects that succeeded (re-weighted). An item whose every aspect failed is always ``None``."""
     guards: GuardsConfig = field(default_factory=GuardsConfig)
     """:class:`~judge_reward.guards.GuardsConfig` or its mapping form; default: no guard."""
+    units: Literal["judge", "spread"] = "judge"
+    """The unit of the guards' charges: ``judge`` (the judge's own: nats per token for GPTScore,
+    scale points for G-Eval) or ``spread`` (multiples of the judge's spread on honest outputs,
+    ``validated_with.spread``, which ``judge-reward validate`` measures): a config in spread units
+    keeps each charge's size relative to the judge's own differences when the judge changes."""
 
     def check(self) -> None:
         check_weights(self.weights, "weights")

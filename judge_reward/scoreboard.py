@@ -165,6 +165,22 @@ def share_below(pairs: Sequence[tuple[float | None, float | None]]) -> dict:
     }
 
 
+def judge_spread(groups: Sequence[str], values: Sequence[float | None]) -> float | None:
+    """The judge's spread on honest outputs: the median over inputs of the standard deviation
+    (``ddof=0``) of its values among the input's rated outputs (inputs with two or more values).
+    What ``reward.units: spread`` measures guard strengths in (``validated_with.spread``).
+
+    >>> judge_spread(["a", "a", "b", "b", "b"], [1.0, 3.0, 0.0, 0.0, None])
+    0.5
+    """
+    per_group: dict[str, list[float]] = {}
+    for g, v in zip(groups, values):
+        if v is not None:
+            per_group.setdefault(g, []).append(v)
+    stds = [float(np.std(v)) for v in per_group.values() if len(v) >= 2]
+    return float(np.median(stds)) if stds else None
+
+
 def judge_alone(result, weights: dict[str, float]) -> float | None:
     """The reward's starting point before any guard: the weighted mean of its normalised aspect values."""
     got = {n[len("aspect/"):]: v for n, v in result.components.items() if n.startswith("aspect/")}
@@ -322,6 +338,7 @@ def validate(reward, dataset, settings: ScoreboardSettings = ScoreboardSettings(
     per_aspect = {a: [(r.scores[a].value if a in r.scores and r.scores[a].value is not None else None)
                       for r in results] for a in reward.aspect_names}
     lengths = [float(len(words(it.output))) for it in items]
+    board.meta["judge_spread"] = judge_spread(groups, judge)
     metrics: dict[str, Any] = {"reward": rewards, "judge_mean": judge, "length": lengths}
     judged_aspects = {a: per_aspect[a] for a in aspects if a in per_aspect}
     if judged_aspects:
@@ -513,6 +530,9 @@ def render_markdown(board: Scoreboard) -> str:
     lines = [f"## {board.config or 'reward'} on {board.dataset}", ""]
     lines.append(f"{board.meta.get('n_items')} rated outputs of {board.meta.get('n_groups')} inputs; "
                  f"guards: {', '.join(board.reward.get('guards', [])) or 'none'}.")
+    if board.meta.get("judge_spread") is not None:
+        lines += ["", f"The judge's spread on these outputs (median within-input standard deviation of its score, "
+                      f"`validated_with.spread`): {board.meta['judge_spread']:.4g}."]
     lines += ["", "**Agreement** with people (summary-level Spearman [95% CI]; dataset-level Spearman)", "",
               "| metric | " + " | ".join(aspects) + " |", "|---|" + "---|" * len(aspects)]
     for metric in board.agreement:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
 from .backends.loading import DEFAULT_MODEL
-from .config import ConfigError, Section
+from .config import ConfigError, PositiveFloat, Section
 
 __all__ = ["OtherJudgeWarning", "ValidatedWith", "check_validated_judge", "judge_model", "other_judge_problem"]
 
@@ -37,6 +37,10 @@ class ValidatedWith(Section):
     """Where its scoreboard numbers are (a page, or the command that reproduces them)."""
     on_other_judge: Literal["warn", "error"] = "warn"
     """What a reward built with another judge does: an :class:`OtherJudgeWarning`, or a config error."""
+    spread: Optional[PositiveFloat] = None
+    """The judge's spread on honest outputs, in its units: the median over inputs of the standard
+    deviation of its score among an input's rated outputs, as ``judge-reward validate`` reports it.
+    A reward with ``units: spread`` charges its guards' strengths times this."""
 
 
 def judge_model(config) -> str:

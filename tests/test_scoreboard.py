@@ -307,3 +307,50 @@ def test_the_data_to_text_preset_charges_no_honest_output_and_runs_the_scoreboar
     assert charged["grounding"] == (0.5, 0.5)
     assert board["damage"]["families"] and board["attacks"]["pairs"] == 2
     assert board["attacks"]["families"]["copy_source"]["win_rate"] is not None
+
+
+def test_a_reward_in_spread_units_measures_its_judges_spread_and_charges_multiples_of_it(tmp_path, monkeypatch,
+                                                                                          sample_data, one_torch_thread):
+    """``reward.units: spread``: the guards' charges are multiples of ``validated_with.spread``; without
+    a spread the reward refuses to build, and ``validate`` measures the judge's spread first (the
+    median within-input standard deviation of its score) and charges multiples of that."""
+    import yaml
+
+    from judge_reward import Item, JudgeConfig, Reward
+    from judge_reward.config import ConfigError
+    from judge_reward.scoreboard import judge_spread
+
+    monkeypatch.setenv("JUDGE_REWARD_DATA", str(sample_data))
+    reward = {"aspects": ["coherence"], "normalise": "none", "units": "spread",
+              "guards": {"ending": {"enabled": True, "mode": "punctuation", "weight": 2.0}}}
+    path = save_judge_config(tmp_path, "char", gptscore={"reduce": "mean"}, reward=reward)
+    with pytest.raises(ConfigError, match="reward.units: 'spread' charges multiples of the judge's spread"):
+        Reward.from_config(str(path))
+    raw = yaml.safe_load(path.read_text())
+    model = raw["backend"]["model"]
+    raw["validated_with"] = {"judge": model, "spread": 0.25}
+    path.write_text(yaml.safe_dump(raw))
+    scaled = Reward.from_config(str(path))
+    [cut, whole] = scaled([Item("The council met and", "The council met on Tuesday."),
+                           Item("The council met.", "The council met on Tuesday.")])
+    assert cut.components["guard/ending"] == pytest.approx(0.5) and whole.components["guard/ending"] == 0  # 2 x 0.25
+    assert JudgeConfig.load(str(path)).reward["guards"]["ending"]["weight"] == 2.0  # the config keeps its spreads
+
+    # validate with no spread recorded: it measures this judge's spread first and says so
+    del raw["validated_with"]
+    path.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "board"
+    result = CliRunner().invoke(app, ["validate", "--config", str(path), "--groups", "2", "--damage-per-group", "1",
+                                      "--probe-groups", "0", "--n-boot", "0", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    board = json.loads((out / "scoreboard.json").read_text())[0]
+    spread = board["meta"]["judge_spread"]
+    assert spread > 0 and f"this judge's spread on summeval is {spread:.4g}" in result.output
+    assert "The judge's spread on these outputs" in result.output
+    # the spread is the median over inputs of the judge's within-input standard deviation
+    plain = Reward.from_config(str(path), units="judge")
+    from judge_reward.metaeval.datasets import load_dataset
+
+    data = load_dataset("summeval", sample_data / "summeval" / "summeval.json").first_groups(2)
+    values = [r.components["aspect/coherence"] for r in plain(data.items)]
+    assert spread == pytest.approx(judge_spread(data.groups, values))

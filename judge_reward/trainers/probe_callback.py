@@ -1,10 +1,10 @@
 """Reward-hacking probes before training: :class:`ProbeCallback` runs :func:`judge_reward.probes.run_probes`
-on ``on_train_begin`` with the trainer's own reward and can stop the run before its first step.
+on ``on_train_begin`` with the trainer's own reward and can stop the run before its first step. ::
 
->>> reward = JudgeReward(judge)
->>> trainer = GRPOTrainer(model=..., reward_funcs=reward, ...)
->>> trainer.add_callback(ProbeCallback(reward, load_pairs("pairs.jsonl"), max_win_rate=0.1))
->>> trainer.train()   # raises ProbeGateError (no step taken) when a family's win rate is above 0.1
+    reward = JudgeReward(judge)
+    trainer = GRPOTrainer(model=..., reward_funcs=reward, ...)
+    trainer.add_callback(ProbeCallback(reward, load_pairs("pairs.jsonl"), max_win_rate=0.1))
+    trainer.train()   # raises ProbeGateError (no step taken) when a family's win rate is above 0.1
 
 The probes are scored by the very :class:`~judge_reward.reward.Reward` the reward function computes
 through (``JudgeReward.reward``), so they see the guards, weights and normalisation training uses.

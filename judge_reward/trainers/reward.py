@@ -125,11 +125,11 @@ GUARDS_PART = "guards"
 
 
 class JudgeReward:
-    """A reward function for TRL trainers backed by a :class:`~judge_reward.Judge`.
+    """A reward function for TRL trainers backed by a :class:`~judge_reward.Judge`::
 
-    >>> reward = JudgeReward(judge)                     # the judge config's own reward: section
-    >>> reward = JudgeReward(judge, JudgeRewardConfig(aspects=["coherence"], normalise="unit"))
-    >>> trainer = GRPOTrainer(model=..., reward_funcs=reward, ...)   # logs rewards/judge_coherence/mean
+        reward = JudgeReward(judge)                     # the judge config's own reward: section
+        reward = JudgeReward(judge, JudgeRewardConfig(aspects=["coherence"], normalise="unit"))
+        trainer = GRPOTrainer(model=..., reward_funcs=reward, ...)   # logs rewards/judge_coherence/mean
 
     The number is :class:`judge_reward.reward.Reward`'s (weights, normalisation, guards), the same
     one ``judge-reward score`` and the service return for the config. Returns one float per

@@ -1,15 +1,15 @@
 """The reward scoreboard before training: :class:`ScoreboardCallback` runs
 :func:`judge_reward.scoreboard.validate` on ``on_train_begin`` with the trainer's own reward and can
 stop the run before its first step when the reward does not rank real outputs as people do, or a
-manipulation beats real answers too often.
+manipulation beats real answers too often. ::
 
->>> from judge_reward.metaeval.datasets import load_summeval, load_references
->>> data = load_summeval("summeval.json", "references.json")
->>> reward = JudgeReward(judge)
->>> trainer = GRPOTrainer(model=..., reward_funcs=reward, ...)
->>> trainer.add_callback(ScoreboardCallback(reward, data, load_references("references.json"),
-...                                         min_agreement=0.2, max_win_rate=0.1))
->>> trainer.train()   # raises ScoreboardGateError (no step taken) when a gate fails
+    from judge_reward.metaeval.datasets import load_summeval, load_references
+    data = load_summeval("summeval.json", "references.json")
+    reward = JudgeReward(judge)
+    trainer = GRPOTrainer(model=..., reward_funcs=reward, ...)
+    trainer.add_callback(ScoreboardCallback(reward, data, load_references("references.json"),
+                                            min_agreement=0.2, max_win_rate=0.1))
+    trainer.train()   # raises ScoreboardGateError (no step taken) when a gate fails
 
 With a judgment cache on disk (``cache.path`` in the judge config) a second run replays the judge's
 scores, so the gate costs seconds.
