@@ -45,6 +45,9 @@ def main() -> None:
     p.add_argument("--docs", type=int, default=60)
     p.add_argument("--chosen", type=int, default=20, help="the first N articles are where the guards were chosen")
     p.add_argument("--threshold", type=float, nargs="+", default=[0.01, 0.02, 0.05])
+    p.add_argument("--setting", action="append", default=[], metavar="NAME=JSON",
+                   help='instead of the thresholds, an ending guard setting to compare with the shipped one, e.g. '
+                        '\'judge u.5={"mode": "judge", "unfinished_weight": 0.5}\' (repeatable)')
     p.add_argument("--dtype", default=None)
     p.add_argument("--cache", default=None)
     p.add_argument("--agreement-cache", default=None)
@@ -68,8 +71,13 @@ def main() -> None:
         cfg.cache = {**(cfg.cache or {}), "path": args.cache}
     judge = Judge(cfg)
     shipped = dict(cfg.reward["guards"]["ending"])
-    settings = {f"shipped ({shipped.get('mode')})": {}} | {f"judge < {t:g}": {"mode": "judge", "end_probability": t}
-                                                          for t in args.threshold}
+    settings = {f"shipped ({shipped.get('mode')})": {}}
+    if args.setting:
+        for spec in args.setting:
+            name, _, raw = spec.partition("=")
+            settings[name.strip()] = json.loads(raw)
+    else:
+        settings |= {f"judge < {t:g}": {"mode": "judge", "end_probability": t} for t in args.threshold}
     rewards = {name: reward_with(cfg, judge, ending) for name, ending in settings.items()}
     dataset, refs = load_rated("summeval", Path(args.data) if args.data else None)
     out: dict = {"settings": settings, "attacks": {}, "honest": {}}
@@ -88,6 +96,10 @@ def main() -> None:
                 row = parts[part]["families"].get(fam)
                 cells.append(f"{row['wins']}/{row['n']} ({row['win_rate']:.2f})" if row else "-")
             print(f"| {name} | {fam} | {cells[0]} | {cells[1]} |")
+        for fam in ("truncation", "copy_source"):  # the fair wordings (a shorter summary, the lead)
+            cells = [f"{row['wins']}/{row['n']} ({row['win_rate']:.2f})" if (row := parts[part]["fair"].get(fam)) else "-"
+                     for part in ("first", "held_out")]
+            print(f"| {name} | {fam} (fair) | {cells[0]} | {cells[1]} |")
 
     # -- part 2: honest outputs ------------------------------------------------------------------
     outputs = [(r.item.output, " ".join((r.item.source or "").split()[:400])) for r in dataset.records]
@@ -99,11 +111,13 @@ def main() -> None:
     guards = {name: GuardsConfig.from_dict({"ending": {**shipped, **setting, "enabled": True}}) for name, setting in settings.items()}
     stats: dict[str, SourceStats] = {}
 
-    def charged(text: str, source: str, name: str, ends: dict) -> bool:
-        """What the ending guard of setting ``name`` decides (the guard itself, given the judge's answer)."""
+    def charge(text: str, source: str, name: str, ends: dict) -> float:
+        """What the ending guard of setting ``name`` charges (the guard itself, given the judge's answer)."""
         source_stats = stats.get(source) or stats.setdefault(source, SourceStats(source))
-        report = apply_guards(guards[name], text, source_stats, sentence_end=ends.get((text, source)))
-        return report.measured["ending"]["cut"]
+        return apply_guards(guards[name], text, source_stats, sentence_end=ends.get((text, source))).penalties["ending"]
+
+    def charged(text: str, source: str, name: str, ends: dict) -> bool:
+        return charge(text, source, name, ends) > 0
 
     print(f"\n## Honest texts charged ({len(asked)} asked the judge)\n")
     print("| setting | system outputs | references |\n|---|---|---|")
@@ -111,7 +125,7 @@ def main() -> None:
     for name in settings:
         o = [charged(t, s, name, probs) for t, s in outputs]
         rr = [charged(t, s, name, probs) for t, s in references]
-        per_output[name] = o
+        per_output[name] = [charge(t, s, name, probs) for t, s in outputs]
         out["honest"][name] = {"outputs": sum(o) / len(o), "references": sum(rr) / len(rr)}
         print(f"| {name} | {sum(o)}/{len(o)} ({sum(o) / len(o):.3f}) | {sum(rr)}/{len(rr)} ({sum(rr) / len(rr):.3f}) |")
 
@@ -121,21 +135,21 @@ def main() -> None:
 
         acfg = JudgeConfig.load(args.config)
         acfg.backend = {**acfg.backend, **({"dtype": args.agreement_dtype} if args.agreement_dtype else {})}
-        acfg.cache = {**(acfg.cache or {}), "path": args.agreement_cache}
+        # replay only: a text the cache lacks gets a None reward, left out, never judged in another dtype
+        acfg.cache = {**(acfg.cache or {}), "path": args.agreement_cache, "replay_only": True}
         cached = Reward.from_config(acfg)
         base = cached(dataset.items)  # the items exactly as the scoreboard scored them (its cache keys)
-        weight = shipped.get("weight", 1.0)
         human = {a: [r.human[a] for r in dataset.records] for a in dataset.records[0].human}
         groups = [r.group for r in dataset.records]
         print("\n## The reward on the 1,600 outputs: summary-level Spearman with the experts and selection gain "
               "(coherence, consistency, fluency, relevance)\n")
         out["agreement"] = {}
 
-        def value(res, charged_now):
+        def value(res, charge_now: float):
             """The cached reward with its ending charge swapped for this setting's."""
             if res.value is None:
                 return None
-            return res.value + res.components.get("guard/ending", 0.0) - (weight if charged_now else 0.0)
+            return res.value + res.components.get("guard/ending", 0.0) - charge_now
 
         for name in settings:
             values = [value(res, per_output[name][k]) for k, res in enumerate(base)]
@@ -165,7 +179,7 @@ def main() -> None:
             pairs: dict[str, list] = {}
             for (k, fam, item), res in zip(copies, damaged):
                 orig = value(base[k], per_output[name][k])
-                pairs.setdefault(fam, []).append((orig, value(res, charged(item.output, item.source or "", name, ends))))
+                pairs.setdefault(fam, []).append((orig, value(res, charge(item.output, item.source or "", name, ends))))
             shares = {fam: share_below(v)["share_below"] for fam, v in pairs.items()}
             out["damage"][name] = shares
             print(f"| {name} | " + " | ".join(f"{shares.get(f, float('nan')):.3f}" for f in FAMILIES) + " |")

@@ -22,6 +22,10 @@ from judge_reward.reward import Reward, RewardConfig
 
 SUMMEVAL = load_aspects("summeval")
 DEFAULT_GUARDS = yaml.safe_load((CONFIG_DIR / "judges" / "default.yaml").read_text())["reward"]["guards"]
+# The ending guard's text rules (the language's open endings, a trailing comma or mark, a copied source
+# sentence that goes on) are its mode "cut"; default's mode "judge" adds a GPTScore judge's sentence-end
+# answer, which this test judge does not give.
+DEFAULT_GUARDS["ending"] = {**DEFAULT_GUARDS["ending"], "mode": "cut"}
 
 TEST_LISTS = {
     "de": {

@@ -1140,8 +1140,10 @@ def test_shipped_configs_carry_a_guarded_reward():
     assert set(config.guards.enabled) == {"injection", "repetition", "length", "ending", "word_list", "grounding"}
     # no copy rule: the source's lead within the length budget is a fair summary
     assert not config.guards.copy.enabled and not config.guards.copy_credit.enabled
-    # a missing full stop alone is not charged (honest outputs lack one), a cut ending is
-    assert config.guards.ending.mode == "cut" and config.guards.ending.unfinished_weight == 0
+    # a missing full stop alone is not charged (honest outputs lack one); an ending where the judge
+    # (which has read the source) sees no sentence end is
+    assert config.guards.ending.mode == "judge" and config.guards.ending.unfinished_weight == 0
+    assert config.guards.ending.end_probability == 0.1 and config.guards.ending.weight == 4.0
     # grounding charges sentences unrelated to the source, never the share of new words in the whole
     assert config.guards.grounding.threshold == 0.95 and config.guards.grounding.sentence_threshold == 0.8
     # the information reward, kept as a named option

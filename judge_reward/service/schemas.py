@@ -37,7 +37,8 @@ class ScoreRequest(BaseModel):
     method: Method | None = None
     """Scoring method (``None``: the judge's configured method)."""
     details: bool = True
-    """Include each score's details (distribution, mass, entropy, token log-probabilities)."""
+    """Include each score's details (distribution, mass, entropy, log-probabilities) and its per-token
+    log-probabilities (``tokens``) where the judge gives them."""
 
 
 class AspectScore(BaseModel):
