@@ -563,3 +563,27 @@ def test_idle_keep_alive_connections_outlive_client_pools():
         kept = _idle_then_reuse(default.url, 6.0)
     assert closed == b""  # the 1 s server closed the idle connection (what 5 s did to httpx)
     assert kept.startswith(b"HTTP/1.1 200")  # the default (75 s) outlives the 5 s client expiry
+
+
+def test_reward_function_sends_the_prompt_as_source_only_when_the_service_reward_allows_it():
+    """With no source column, the prompt stands in for the source unless the service's reward has
+    guards that compare the completion with its source (``/v1/info``'s ``source_guards``): then the
+    call fails naming them, until the config says ``source_from_prompt=True``."""
+    guarded = tiny_judge()
+    guarded.config.reward = {"guards": {"grounding": True, "length": True}}
+    with serve(guarded) as strict, serve() as plain:
+        info = httpx.get(f"{strict.url}/v1/info").json()
+        assert info["source_guards"] == ["length", "grounding"]
+        assert httpx.get(f"{plain.url}/v1/info").json()["source_guards"] == []
+        call = dict(prompts=["The council approved a park."], completions=["A park was approved."])
+        with pytest.raises(ValueError, match="the service's reward guards length, grounding compare the completion"):
+            asyncio.run(ServiceRewardFunction(url=strict.url)(**call))
+        [forced] = asyncio.run(ServiceRewardFunction(url=strict.url, source_from_prompt=True)(**call))
+        [free] = asyncio.run(ServiceRewardFunction(url=plain.url)(**call))
+        assert forced is not None and free is not None
+        with pytest.raises(ValueError, match="source_column: unset, and source_from_prompt is False"):
+            asyncio.run(ServiceRewardFunction(url=plain.url, source_from_prompt=False)(**call))
+        # a source column is read, whatever the service's guards
+        [judged] = asyncio.run(ServiceRewardFunction(url=strict.url, source_column="article")(
+            **call, article=["The council met on Tuesday and approved a new park by the river."]))
+        assert judged is not None

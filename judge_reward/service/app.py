@@ -382,6 +382,8 @@ def create_app(
             "default_aspects": j.aspect_names,
             "aspects": {a.name: {"scale": list(a.scale.values), "task": a.task}
                         for a in j.aspect_set.aspects.values()},
+            # the guards that compare an output with its source: a client with no source column must know
+            "source_guards": state.reward_for(None, None).config.guards.source_guards(),
             "limits": {"max_batch_size": config.max_batch_size, "max_wait_ms": config.max_wait_ms,
                        "max_queue_items": config.max_queue_items, "max_request_items": config.max_request_items,
                        "max_body_bytes": config.max_body_bytes, "max_text_chars": config.max_text_chars},

@@ -266,6 +266,7 @@ class ServiceRewardFunction:
         self.client = JudgeServiceClient(self.config)
         self.__name__ = self.config.name  # TRL logs rewards/<__name__>/...
         self.failures: Counter[str] = Counter()
+        self._source_guards: list[str] | None = None  # the service's, asked once (/v1/info)
         self.calls = 0
         self.scored = 0
         self.seconds = 0.0
@@ -290,7 +291,26 @@ class ServiceRewardFunction:
             out.append(Item(completion_text(comp, f"completions[{k}]"), source, ref if isinstance(ref, str) else None))
         return out
 
+    async def _check_prompt_as_source(self, columns: dict) -> None:
+        """Before the prompt is sent as the source: not when the config forbids it, nor when the
+        service's reward compares completions with their source, unless the config says so."""
+        c = self.config
+        if c.source_column:  # the column is read, and its absence is an error (items())
+            return
+        listed = sorted(k for k in columns if not k.startswith(("log_", "trainer_")))
+        if c.source_from_prompt is False:
+            raise ValueError(f"source_column: unset, and source_from_prompt is False (columns: {listed})")
+        if c.source_from_prompt is None:
+            if self._source_guards is None:
+                self._source_guards = list((await self.client.info()).get("source_guards", []))
+            if self._source_guards:
+                raise ValueError(
+                    f"the service's reward guards {', '.join(self._source_guards)} compare the completion with its source, "
+                    f"and no source column is set (columns: {listed}); set source_column, or source_from_prompt=True to "
+                    f"compare with the prompt")
+
     async def __call__(self, prompts, completions, completion_ids=None, **kwargs) -> list[float | None]:
+        await self._check_prompt_as_source(kwargs)
         items = self.items(prompts, completions, kwargs)
         self.calls += 1
         start = time.perf_counter()

@@ -117,7 +117,12 @@ class ServiceRewardConfig(Section):
     max_items_per_request: PositiveInt = 512
     """Larger calls are split into requests of at most this many items, sent concurrently."""
     source_column: Optional[str] = None
-    """Dataset column to judge the completion against (e.g. ``article``); ``None`` uses the prompt."""
+    """Dataset column to judge the completion against (e.g. ``article``); ``None``: see ``source_from_prompt``."""
+    source_from_prompt: Optional[bool] = None
+    """With no ``source_column``: ``None`` (default) sends the prompt (its last
+    user message) as the source unless the service's reward has guards that compare the completion
+    with its source (``/v1/info``'s ``source_guards``), which is then an error naming them; ``True``
+    sends the prompt as the source anyway; ``False`` makes the unset column an error."""
     reference_column: Optional[str] = "reference"
     """Dataset column with a human reference, passed as ``reference`` when present."""
     name: str = "judge_service"
