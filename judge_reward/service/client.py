@@ -310,11 +310,11 @@ class ServiceRewardFunction:
                     f"compare with the prompt")
 
     async def __call__(self, prompts, completions, completion_ids=None, **kwargs) -> list[float | None]:
-        await self._check_prompt_as_source(kwargs)
         items = self.items(prompts, completions, kwargs)
         self.calls += 1
         start = time.perf_counter()
         try:
+            await self._check_prompt_as_source(kwargs)  # a service that cannot say fails the call like scoring would
             results = await self.client.score(items)
         except ServiceError as err:
             reason = f"service: {err}"
