@@ -198,8 +198,7 @@ def _number(value: Any, kind: type, where: str, positive: bool) -> float | int:
 
 _lock = threading.Lock()
 _clients: dict[tuple, JudgeServiceClient] = {}
-_aspects: dict[tuple, tuple[str, ...]] = {}
-_text_limits: dict[tuple, int] = {}
+_infos: dict[tuple, dict] = {}  # each service's /v1/info, asked once
 _counts: Counter[str] = Counter()
 _failures: Counter[str] = Counter()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -214,23 +213,21 @@ def _client(s: VerlRewardSettings) -> JudgeServiceClient:
         return _clients[key]
 
 
-async def _aspect_names(s: VerlRewardSettings, client: JudgeServiceClient) -> tuple[str, ...]:
-    """The aspects whose scores every sample reports: the configured ones, else the service's defaults."""
+async def _service_info(s: VerlRewardSettings, client: JudgeServiceClient) -> dict:
+    """The service's ``/v1/info`` (default aspects, limits), asked once per service."""
+    key = (s.urls, s.token)
+    if key not in _infos:
+        _infos[key] = await client.info()
+    return _infos[key]
+
+
+def _known_aspects(s: VerlRewardSettings) -> tuple[str, ...] | None:
+    """The aspects whose scores every sample reports: the configured ones, else the service's
+    defaults once ``/v1/info`` has answered (None before)."""
     if s.aspects is not None:
         return s.aspects
-    key = (s.urls, s.token)
-    if key not in _aspects:
-        info = await client.info()
-        _aspects[key] = tuple(info["default_aspects"])
-    return _aspects[key]
-
-
-async def _text_limit(s: VerlRewardSettings, client: JudgeServiceClient) -> int:
-    """The service's ``max_text_chars`` (``/v1/info``), asked once per service."""
-    key = (s.urls, s.token)
-    if key not in _text_limits:
-        _text_limits[key] = int((await client.info())["limits"]["max_text_chars"])
-    return _text_limits[key]
+    info = _infos.get((s.urls, s.token))
+    return tuple(info["default_aspects"]) if info is not None else None
 
 
 def _source(extra_info: Mapping | None, s: VerlRewardSettings) -> str:
@@ -315,8 +312,9 @@ async def compute_score_async(
     client = _client(s)
 
     async def judge() -> RemoteScore | None:
-        aspects = await _aspect_names(s, client)
-        limit = await _text_limit(s, client)
+        info = await _service_info(s, client)
+        aspects = _known_aspects(s)
+        limit = int(info["limits"]["max_text_chars"])
         if len(solution_str) > limit:  # a rollout's own length: this sample fails, training goes on
             nonlocal failure
             failure = f"output: {len(solution_str)} characters; the service's limit is {limit} (max_text_chars)"
@@ -333,7 +331,7 @@ async def compute_score_async(
         if err.status is not None and 400 <= err.status < 500 and err.status != 429:
             raise  # the request itself is wrong (auth, aspect, method, size): not a judge failure
         failure = f"service: {err}"
-    aspects = s.aspects or _aspects.get((s.urls, s.token))
+    aspects = _known_aspects(s)
     if aspects is None:
         raise ServiceError(
             f"the judge service has not answered /v1/info yet and no aspects were given, so this sample's "
