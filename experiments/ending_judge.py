@@ -116,16 +116,13 @@ def main() -> None:
         source_stats = stats.get(source) or stats.setdefault(source, SourceStats(source))
         return apply_guards(guards[name], text, source_stats, sentence_end=ends.get((text, source))).penalties["ending"]
 
-    def charged(text: str, source: str, name: str, ends: dict) -> bool:
-        return charge(text, source, name, ends) > 0
-
     print(f"\n## Honest texts charged ({len(asked)} asked the judge)\n")
     print("| setting | system outputs | references |\n|---|---|---|")
     per_output = {}
     for name in settings:
-        o = [charged(t, s, name, probs) for t, s in outputs]
-        rr = [charged(t, s, name, probs) for t, s in references]
         per_output[name] = [charge(t, s, name, probs) for t, s in outputs]
+        o = [c > 0 for c in per_output[name]]
+        rr = [charge(t, s, name, probs) > 0 for t, s in references]
         out["honest"][name] = {"outputs": sum(o) / len(o), "references": sum(rr) / len(rr)}
         print(f"| {name} | {sum(o)}/{len(o)} ({sum(o) / len(o):.3f}) | {sum(rr)}/{len(rr)} ({sum(rr) / len(rr):.3f}) |")
 
@@ -137,6 +134,10 @@ def main() -> None:
         acfg.backend = {**acfg.backend, **({"dtype": args.agreement_dtype} if args.agreement_dtype else {})}
         # replay only: a text the cache lacks gets a None reward, left out, never judged in another dtype
         acfg.cache = {**(acfg.cache or {}), "path": args.agreement_cache, "replay_only": True}
+        # the text rule here: its charge is swapped below, and a judge-mode guard would ask the
+        # agreement cache for sentence-end answers it may not hold (a None reward for each)
+        acfg.reward = {**acfg.reward, "guards": {**acfg.reward["guards"],
+                                                 "ending": {**acfg.reward["guards"]["ending"], "mode": "cut"}}}
         cached = Reward.from_config(acfg)
         base = cached(dataset.items)  # the items exactly as the scoreboard scored them (its cache keys)
         human = {a: [r.human[a] for r in dataset.records] for a in dataset.records[0].human}
