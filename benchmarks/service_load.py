@@ -302,7 +302,10 @@ def run(cfg: LoadConfig, workdir: Path | None = None) -> LoadReport:
                 latencies = asyncio.run(drive(urls, cfg, sources, outputs, expected, report, bar, stop_one))
                 report.seconds = time.perf_counter() - start
             report.lost += total - report.attempted  # requests never sent (a client crashed)
-            live = [u for u, (_, proc) in zip(urls, servers) if proc.poll() is None]
+            if stop_one:
+                # SIGTERM drains first: wait for the exit, or a still-draining replica would be read below
+                servers[-1][1].wait(timeout=60)
+            live = urls[:-1] if stop_one else urls
             texts = [httpx.get(u + "/metrics", timeout=10).text for u in live]
         if latencies:
             q = statistics.quantiles(latencies, n=100, method="inclusive")
