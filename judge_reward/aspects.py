@@ -43,7 +43,9 @@ from .config import (  # noqa: F401 (CONFIG_DIR, ConfigError re-exported)
     resolve_config_path,
 )
 
-TASKS = ("summarization", "dialogue", "data_to_text", "translation", "generic")
+TASKS = ("summarization", "dialogue", "data_to_text", "translation", "generic", "open_ended")
+"""``open_ended``: outputs with no source to read them against (a free answer, a story, a chat turn);
+GPTScore's prompt then holds the aspect's instruction and the output alone."""
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,8 @@ class Reward:
                     f"reward.normalise: {config.normalise!r} needs gptscore.reduce 'mean' (exp of a summed "
                     f"log-prob is a sequence probability, ~0 for any real text), got reduce {reduce!r}"
                 )
+        if any(a.task == "open_ended" for a in self.aspects):
+            self._check_open_ended(judge, config)
         for name in TOKEN_GUARDS:
             if getattr(config.guards, name).enabled:
                 self._check_token_guard(name, judge, config)
@@ -176,6 +178,32 @@ class Reward:
             self.guards = config.guards.scaled(validated.spread)
         self._patterns = InjectionPatterns.for_aspects(known.values(), chatter=self.guards.injection.chatter,
                                                        language=self.guards.language)
+
+    def _check_open_ended(self, judge, config: RewardConfig) -> None:
+        """Open-ended aspects give the judge no source, so nothing may read one: a guard that compares
+        the output with its source would compare it with whatever a caller passed in its place (a
+        trainer's prompt), and a GPTScore direction other than ``src_hypo`` would score a reference
+        the prompt never shows."""
+        for name in config.guards.requiring("source"):
+            if name == "length":
+                raise ConfigError(f"max_source_ratio {config.guards.length.max_source_ratio!r} measures the output "
+                                  "against its source, and open_ended aspects read none; set max_source_ratio: null "
+                                  "and cap the length with max_words", field="reward.guards.length.max_source_ratio")
+            raise ConfigError(f"enabled: true, and {name} compares the output with its source, which open_ended "
+                              f"aspects do not read; turn it off", field=f"reward.guards.{name}")
+        if self.method_name == "gptscore" and callable(getattr(judge, "method", None)):
+            direction = judge.method("gptscore").config.direction
+            if direction != "src_hypo":
+                raise ConfigError(f"open_ended aspects score the output after their instruction alone; direction "
+                                  f"{direction!r} reads a reference the prompt never shows (use 'src_hypo')",
+                                  field="gptscore.direction")
+
+    @property
+    def reads_source(self) -> bool:
+        """Whether anything in this reward reads an item's source: False for open-ended aspects, whose
+        judge reads the output alone and whose guards may not read a source (the scoreboard then
+        withholds it)."""
+        return any(a.task != "open_ended" for a in self.aspects) or bool(self.guards.requiring("source"))
 
     def _check_token_guard(self, name: str, judge, config: RewardConfig) -> None:
         """``copy_credit``, ``information`` and ``likelihood_floor`` read GPTScore's token log-probabilities

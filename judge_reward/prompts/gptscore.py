@@ -32,6 +32,10 @@ INSTRUCTIONS_SOURCE_FIRST = {
     "translation": "{source}\n\nTranslate the text above into {quality} English.\n\nIn other words:",
     "generic": "{source}\n\nWrite a {quality} response to the text above.\n\nResponse:",
 }
+# Open-ended outputs have no conditioning text: the judge reads the aspect's instruction and the
+# output alone, whatever source an item carries (a trainer may pass the prompt in its place). One
+# template serves both layouts: with no source there is nothing to put first.
+OPEN_ENDED = "Write a {quality} text.\n\nText:"
 LAYOUTS = ("instruction_first", "source_first")
 VANILLA = "{source}\n\n"
 
@@ -75,6 +79,8 @@ def build_gptscore_prompt(
         context = demos + DIALOGUE.format(source=source.strip(), output=output.strip(), quality=aspect.quality)
         shared = demos + DIALOGUE.split("{output}")[0].format(source=source.strip())
         return GPTScorePrompt(context, DIALOGUE_ANSWER, shared)
+    if aspect.task == "open_ended":
+        return _open_ended_prompt(aspect, output, instruction, demonstrations)
     templates = INSTRUCTIONS_SOURCE_FIRST if layout == "source_first" else INSTRUCTIONS
     template = templates.get(aspect.task, templates["generic"]) if instruction else VANILLA
     demos = "".join(
@@ -90,12 +96,28 @@ def build_gptscore_prompt(
     return GPTScorePrompt(context, " " + output.strip(), shared)
 
 
+def _open_ended_prompt(aspect: Aspect, output: str, instruction: bool,
+                       demonstrations: tuple[tuple[str, str], ...]) -> GPTScorePrompt:
+    """The ``open_ended`` task's prompt: the instruction (or nothing, in GPTScore's vanilla setting)
+    and the output; a demonstration's source is not shown either. Every output of an aspect shares
+    the whole context, which the backend runs once."""
+    head = OPEN_ENDED.format(quality=aspect.quality) if instruction else ""
+    demos = "".join(f"{head} {o.strip()}{DEMO_SEPARATOR}".lstrip() for _, o in demonstrations)
+    context = (demos + head).rstrip()
+    if not context:
+        raise ValueError("gptscore.instruction: an open-ended output with neither an instruction nor a source "
+                         "leaves the judge no context to score it after")
+    return GPTScorePrompt(context, " " + output.strip(), context)
+
+
 def unconditional_context(aspect: Aspect, layout: str = "instruction_first") -> str:
     """The context of :func:`build_gptscore_prompt` without the source: the aspect's instruction and
     cue alone, so the judge scores what the output is worth when it has not read the source (the
     reward's ``copy_credit`` and ``information`` guards compare the two)."""
     if aspect.task == "dialogue":
         raise ValueError("gptscore.unconditional: dialogue prompts score a ' Yes', not the output's own tokens")
+    if aspect.task == "open_ended":  # it reads no source anyway
+        return OPEN_ENDED.format(quality=aspect.quality)
     templates = INSTRUCTIONS_SOURCE_FIRST if layout == "source_first" else INSTRUCTIONS
     template = templates.get(aspect.task, templates["generic"])
     return template.replace("{source}\n\n", "").format(quality=aspect.quality)
