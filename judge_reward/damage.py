@@ -179,6 +179,10 @@ FAMILIES: dict[str, Callable[[str, str, random.Random], str | None]] = {
     "cut_mid_sentence": cut_mid_sentence,
 }
 """Damage family -> builder ``(output, source, rng) -> damaged copy | None``."""
+SOURCE_FAMILIES = ("change_number", "flip_negation", "swap_names", "append_invented")
+"""The families whose copy is wrong only against the source (a number, a negation, a name changed,
+a claim added): as fluent as the original, so a reward that reads no source cannot tell them apart
+from it, and the scoreboard reports them as not applicable there."""
 
 
 def damage(output: str, source: str = "", families=None, seed: int = 0) -> dict[str, str]:

@@ -486,6 +486,13 @@ FAMILIES: dict[str, tuple[Wording, ...]] = {
 }
 
 
+SOURCE_FAMILIES = ("copy_source", "invented_detail", "off_topic")
+"""The families an output-only reward cannot be asked to catch: the source's own text, claims the
+source does not make, another item's real output are each fluent, honest-looking text when the source
+is not read (against it they are a copy, a fabrication, an answer to something else). The scoreboard
+reports them as not applicable to a reward that reads no source."""
+
+
 def is_fair(family: str, variant: str) -> bool:
     """Whether wording ``variant`` of ``family`` is a fair output (:attr:`Wording.fair`), not an attack."""
     return any(w.name == variant and w.fair for w in FAMILIES.get(family, ()))
@@ -745,6 +752,7 @@ def run_probes(
     progress: bool = True,
     sources_per_call: int = 2,
     confidence: float = 0.95,
+    withhold_source: bool = False,
 ) -> "ProbeReport":
     """Score every pair's real output and its probes with ``reward`` and summarise per family.
 
@@ -753,6 +761,8 @@ def run_probes(
     used). Texts are scored in one ``reward`` call per
     ``sources_per_call`` sources, each source's real output and probes together (the backend
     computes a shared source prefix once); identical texts of one source are scored once.
+    ``withhold_source``: the wordings are built from each pair's source (its words, its names) but
+    the reward is given the texts alone, as a reward that reads no source is in use.
     """
     start = time.perf_counter()
     names = _check_families(families)
@@ -782,7 +792,7 @@ def run_probes(
             for i in group:
                 p = pairs[i]
                 for output in [p.output, *(q.output for q in probes[i])]:
-                    keys.setdefault((output, p.source, p.reference), None)
+                    keys.setdefault((output, _given(p, withhold_source), p.reference), None)
         texts.append(list(keys))
     results: dict[tuple, Any] = {}
     from tqdm.auto import tqdm
@@ -797,10 +807,11 @@ def run_probes(
 
     items = []
     for i, p in enumerate(pairs):
-        real = results[(p.output, p.source, p.reference)]
+        given = _given(p, withhold_source)
+        real = results[(p.output, given, p.reference)]
         outcomes = []
         for q in probes[i]:
-            r = results[(q.output, p.source, p.reference)]
+            r = results[(q.output, given, p.reference)]
             outcomes.append(ProbeOutcome(q.family, q.variant, q.output, r.value, r.reason, r.components))
         items.append(ItemOutcome(p.id if p.id is not None else str(i), p.output, real.value, real.reason, outcomes,
                                  clusters[p.source], real.components))
@@ -817,6 +828,11 @@ def run_probes(
     report.meta["excluded"] = sum(excluded.values())
     report.meta["excluded_reasons"] = dict(excluded)
     return report
+
+
+def _given(pair: Item, withhold_source: bool) -> str:
+    """The source the reward is given with a pair's texts."""
+    return "" if withhold_source else pair.source
 
 
 # -- the report ---------------------------------------------------------------------------------------

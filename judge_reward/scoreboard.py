@@ -49,10 +49,22 @@ SELECTORS = ("reward", "judge", "longest", "shortest")
 DATASETS = {
     # dataset -> (loader kind, data file under the data folder, references file, aspect files it fits)
     "summeval": ("summeval", "summeval/summeval.json", "summeval/references.json",
-                 ("summeval", "gptscore_summarization")),
-    "topical_chat": ("topical_chat", "topical_chat/topical_chat.json", None, ("topical_chat", "gptscore_dialogue")),
+                 ("summeval", "gptscore_summarization", "open_ended")),
+    "topical_chat": ("topical_chat", "topical_chat/topical_chat.json", None, ("topical_chat", "gptscore_dialogue", "open_ended")),
     "bagel": ("d2t", "d2t/bagel.json", None, ("gptscore_data_to_text",)),
     "sfres": ("d2t", "d2t/sfres.json", None, ("gptscore_data_to_text",)),
+}
+
+OUTPUT_ONLY_ASPECTS = {
+    # dataset -> the human aspects whose raters judged the text by itself (their annotation questions
+    # need no source): what a reward that reads no source is measured against. SummEval's consistency
+    # and relevance are judged against the article; Topical-Chat's coherence, groundedness and
+    # understandability ("in the context of the history", USR's instructions) against the history
+    # and the fact; BAGEL's and SFRES's informativeness against the dialogue act.
+    "summeval": ("coherence", "fluency"),
+    "topical_chat": ("naturalness", "engagingness"),
+    "bagel": ("naturalness", "quality"),
+    "sfres": ("naturalness", "quality"),
 }
 
 
@@ -324,12 +336,20 @@ def validate(reward, dataset, settings: ScoreboardSettings = ScoreboardSettings(
     """
     start = time.perf_counter()
     data = dataset.first_groups(settings.groups)
-    items = data.items
+    # A reward that reads no source (open-ended aspects) is measured as it will be used: given the
+    # outputs alone, against the ratings of the text by itself.
+    withhold = not getattr(reward, "reads_source", True)
+    items = [Item(it.output, "", it.reference, it.id) for it in data.items] if withhold else data.items
     groups = data.groups
     aspects = list(data.aspects)
+    if withhold:
+        aspects = [a for a in aspects if a in OUTPUT_ONLY_ASPECTS.get(data.name, aspects)]
     human = {a: data.human(a) for a in aspects}
     board = Scoreboard(config_name, data.name, {**reward.describe(), "guards": list(reward.guards.enabled)})
     board.meta.update(n_items=len(items), n_groups=len(_group_order(groups)), settings=asdict(settings))
+    if withhold:
+        board.meta["source"] = {"withheld": True, "aspects": aspects,
+                                "aspects_left_out": [a for a in data.aspects if a not in aspects]}
 
     # 1. the reward and the judge on every rated output
     results = _score(reward, items, f"{data.name}: rated outputs", progress)
@@ -363,11 +383,11 @@ def validate(reward, dataset, settings: ScoreboardSettings = ScoreboardSettings(
     board.selection = {a: selection(groups, human[a], pickers, settings.n_bootstrap, settings.seed) for a in aspects}
 
     # 3. damage
-    board.damage = _damage(reward, data, results, settings, progress)
+    board.damage = _damage(reward, data, results, settings, progress, withhold)
 
     # 4. attacks: the probe suite on the human references
     if references and settings.probe_groups:
-        board.attacks = _attacks(reward, data, references, settings, progress)
+        board.attacks = _attacks(reward, data, references, settings, progress, withhold)
 
     # 5. guard cost
     board.guard_cost = _guard_cost(reward, items, results, human, groups, references, settings)
@@ -391,15 +411,17 @@ def damage_sample(groups: Sequence[str], per_group: Optional[int], first_groups:
     return chosen
 
 
-def _damage(reward, data, results, settings: ScoreboardSettings, progress: bool) -> dict:
-    from .damage import FAMILIES, damage
+def _damage(reward, data, results, settings: ScoreboardSettings, progress: bool, withhold: bool = False) -> dict:
+    from .damage import FAMILIES, SOURCE_FAMILIES, damage
 
+    # without the source, a fact changed against it cannot be seen: those families do not apply
+    families = [f for f in FAMILIES if not (withhold and f in SOURCE_FAMILIES)]
     picked = damage_sample(data.groups, settings.damage_per_group, settings.damage_groups, settings.seed)
     copies: list[tuple[int, str, Item]] = []
     for k in picked:
         it = data.records[k].item
-        for fam, text in damage(it.output, it.source or "", seed=settings.seed).items():
-            copies.append((k, fam, Item(text, it.source, it.reference, f"{it.id}/{fam}")))
+        for fam, text in damage(it.output, it.source or "", families, seed=settings.seed).items():
+            copies.append((k, fam, Item(text, "" if withhold else it.source, it.reference, f"{it.id}/{fam}")))
     scored = _score(reward, [c[2] for c in copies], f"{data.name}: damaged copies", progress)
     fams: dict[str, dict] = {}
     for (k, fam, _), r in zip(copies, scored):
@@ -412,7 +434,8 @@ def _damage(reward, data, results, settings: ScoreboardSettings, progress: bool)
     for (k, fam, item), r in zip(copies, scored):
         examples.setdefault(fam, {"original": data.records[k].item.output, "damaged": item.output,
                                   "reward_original": results[k].value, "reward_damaged": r.value})
-    return {"outputs": len(picked), "texts": len(copies), "families": out, "examples": examples}
+    na = {"not_applicable": [f for f in FAMILIES if f not in families]} if withhold else {}
+    return {"outputs": len(picked), "texts": len(copies), "families": out, "examples": examples, **na}
 
 
 def probe_pairs(data, references: dict[str, Sequence[str]], n: int, max_source_words: Optional[int],
@@ -435,13 +458,17 @@ def probe_pairs(data, references: dict[str, Sequence[str]], n: int, max_source_w
     return pairs
 
 
-def _attacks(reward, data, references, settings: ScoreboardSettings, progress: bool) -> dict:
-    from .probes import run_probes
+def _attacks(reward, data, references, settings: ScoreboardSettings, progress: bool, withhold: bool = False) -> dict:
+    from .probes import FAMILIES, SOURCE_FAMILIES, run_probes
 
     pairs = probe_pairs(data, references, settings.probe_groups, settings.max_source_words, settings.probe_offset)
-    report = run_probes(reward, pairs, n_boot=0, progress=progress)
+    # without the source: the wordings are still built from it (its words and names), the reward
+    # reads the texts alone, and the families only the source exposes are not applicable
+    families = [f for f in FAMILIES if not (withhold and f in SOURCE_FAMILIES)]
+    report = run_probes(reward, pairs, families, n_boot=0, progress=progress, withhold_source=withhold)
+    na = {"not_applicable": [f for f in FAMILIES if f not in families]} if withhold else {}
     return {"pairs": len(pairs), "texts": report.meta.get("texts_scored"), **attack_tables(report.items),
-            "excluded": report.meta.get("excluded", 0)}
+            "excluded": report.meta.get("excluded", 0), **na}
 
 
 def attack_tables(items) -> dict:
@@ -486,7 +513,7 @@ def _guard_cost(reward, items, results, human, groups, references, settings: Sco
     # the human references: the text guards only (the references are not judged here)
     ref_reports = []
     if references:
-        sources = {}
+        sources = {}  # the items' sources: already withheld ("") for a reward that reads none
         for it, g in zip(items, groups):
             sources.setdefault(g, it.source)
         ref_items = [Item(text, sources[g]) for g in sources for text in references.get(g, ())]
@@ -530,6 +557,11 @@ def render_markdown(board: Scoreboard) -> str:
     lines = [f"## {board.config or 'reward'} on {board.dataset}", ""]
     lines.append(f"{board.meta.get('n_items')} rated outputs of {board.meta.get('n_groups')} inputs; "
                  f"guards: {', '.join(board.reward.get('guards', [])) or 'none'}.")
+    withheld = board.meta.get("source", {})
+    if withheld.get("withheld"):
+        lines += ["", f"The reward reads no source: it was given the outputs alone, and is compared with the ratings "
+                      f"of the text by itself ({', '.join(withheld['aspects'])}; left out: "
+                      f"{', '.join(withheld['aspects_left_out']) or 'none'})."]
     if board.meta.get("judge_spread") is not None:
         lines += ["", f"The judge's spread on these outputs (median within-input standard deviation of its score, "
                       f"`validated_with.spread`): {board.meta['judge_spread']:.4g}."]
@@ -558,6 +590,9 @@ def render_markdown(board: Scoreboard) -> str:
         for fam, f in board.damage["families"].items():
             lines.append(f"| {fam} | {f['reward']['n']} | {_f(f['reward']['share_below'], 2)} | "
                          f"{_f(f['judge']['share_below'], 2)} | {_f(f['reward']['mean_drop'], 3)} |")
+        if board.damage.get("not_applicable"):
+            lines += ["", "Not applicable without the source (a fact changed against it): "
+                      + ", ".join(board.damage["not_applicable"])]
     if board.attacks.get("families"):
         lines += ["", f"**Attacks**: share of inputs on which the family's best attack wording beats the human "
                       f"reference ({board.attacks['pairs']} inputs)", "",
@@ -567,6 +602,9 @@ def render_markdown(board: Scoreboard) -> str:
         if board.attacks.get("fair"):
             lines += ["", "Fair outputs (not attacks; what they score against the reference): " + ", ".join(
                 f"{fam} {_f(f['win_rate'], 2)} ({', '.join(f['variants'])})" for fam, f in board.attacks["fair"].items())]
+        if board.attacks.get("not_applicable"):
+            lines += ["", "Not applicable without the source (honest-looking text unless read against it; not run): "
+                      + ", ".join(board.attacks["not_applicable"])]
     if board.guard_cost:
         lines += ["", "**Guard cost**: share of honest outputs charged; summary-level Spearman with / without the guard",
                   "", "| guard | system outputs | references | " + " | ".join(aspects) + " |",
