@@ -200,10 +200,11 @@ class Reward:
 
     @property
     def reads_source(self) -> bool:
-        """Whether anything in this reward reads an item's source: False for open-ended aspects, whose
-        judge reads the output alone and whose guards may not read a source (the scoreboard then
-        withholds it)."""
-        return any(a.task != "open_ended" for a in self.aspects) or bool(self.guards.requiring("source"))
+        """Whether anything in this reward reads an item's source: False for GPTScore on open-ended
+        aspects, whose prompt holds the output alone and whose guards may not read a source (the
+        scoreboard then withholds it). G-Eval's form shows a source whenever an item has one."""
+        return (self.method_name != "gptscore" or any(a.task != "open_ended" for a in self.aspects)
+                or bool(self.guards.requiring("source")))
 
     def _check_token_guard(self, name: str, judge, config: RewardConfig) -> None:
         """``copy_credit``, ``information`` and ``likelihood_floor`` read GPTScore's token log-probabilities

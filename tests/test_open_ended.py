@@ -48,6 +48,9 @@ def test_the_preset_loads_reads_no_source_and_refuses_guards_that_read_one():
         "injection", "repetition", "length", "ending", "word_list"]
     assert all(not getattr(reward.guards, g).requires() for g in reward.guards.enabled)  # needs nothing but the output
     assert Reward(JudgeSections(JudgeConfig.load("default"))).reads_source is True
+    as_geval = JudgeConfig.load("open_ended")
+    as_geval.method = "geval"  # G-Eval's form shows a source whenever an item has one
+    assert Reward(JudgeSections(as_geval)).reads_source is True
     guards = preset.reward["guards"]
     for extra, message in [
         ({"length": {**guards["length"], "max_source_ratio": 0.5}},
