@@ -592,14 +592,14 @@ class RewardBatch:
             if k in self.masked:
                 failed = self.reward.add_value_echo(report, scores, masked_scores[k], self.masked[k][1])
             if term is None and self.reward.config.term != "judge":  # the term reads the source
-                results[k] = RewardResult(None, f"reward.term {self.reward.config.term!r}: the item has no source "
-                                                "(the information is what the output says about its source)",
-                                          scores=scores, guards={} if report is None else report.measured)
-                continue
-            result = self.reward.combine(scores, report, term)
+                result = RewardResult(None, f"reward.term {self.reward.config.term!r}: the item has no source "
+                                            "(the information is what the output says about its source)",
+                                      scores=scores, guards={} if report is None else dict(report.measured))
+            else:
+                result = self.reward.combine(scores, report, term)
             failed = failed or (report.failure if report is not None else None)
             if failed is not None and result.value is not None:
-                result = RewardResult(None, failed, result.components, result.scores, result.guards)
+                result = RewardResult(None, failed, result.components, result.scores, result.guards, term=result.term)
             if self.judged[k].output != self.items[k].output:
                 result.judged_output = self.judged[k].output
             if self.removed[k]:
