@@ -528,8 +528,9 @@ def _guard_cost(reward, items, results, human, groups, references, settings: Sco
 def render_markdown(board: Scoreboard) -> str:
     aspects = list(next(iter(board.agreement.values()), {}).keys()) if board.agreement else []
     lines = [f"## {board.config or 'reward'} on {board.dataset}", ""]
+    term = f"term: {board.reward['term']}; " if board.reward.get("term") else ""  # (boards before reward.term lack it)
     lines.append(f"{board.meta.get('n_items')} rated outputs of {board.meta.get('n_groups')} inputs; "
-                 f"guards: {', '.join(board.reward.get('guards', [])) or 'none'}.")
+                 f"{term}guards: {', '.join(board.reward.get('guards', [])) or 'none'}.")
     if board.meta.get("judge_spread") is not None:
         lines += ["", f"The judge's spread on these outputs (median within-input standard deviation of its score, "
                       f"`validated_with.spread`): {board.meta['judge_spread']:.4g}."]
