@@ -17,8 +17,9 @@ replayed through the real :class:`judge_reward.reward.Reward` with the changed s
 
 ``--set guard.field=value`` (repeatable) changes ``reward.guards``; ``--set off`` turns every
 guard off. A replayed text the saved run never judged is an error, not a silent score, and so is a
-reward whose guards read the judge's token log-probabilities (``copy_credit``, ``information``,
-``likelihood_floor``: the ``default`` config), which saved runs do not keep.
+reward that reads the judge's token log-probabilities (the term ``information``; the guards
+``copy_credit``, ``information``, ``likelihood_floor``: the ``information`` config), which saved runs
+do not keep.
 """
 
 from __future__ import annotations
@@ -166,9 +167,9 @@ def main() -> None:
         parser.error("give --probes and/or --scores")
     config = JudgeConfig.from_yaml(args.config)
     section = changed_section(config, args.set)
-    reading = section.guards.reading_unconditional
+    reading = (["term information"] if section.term == "information" else []) + section.guards.reading_unconditional
     if reading:  # saved runs keep each aspect's value, not the token log-probabilities these read
-        raise SystemExit(f"error: {args.config}: reward.guards {', '.join(reading)} read the judge's token "
+        raise SystemExit(f"error: {args.config}: reward {', '.join(reading)} read the judge's token "
                          "log-probabilities, which a saved run does not keep; re-run the judge "
                          "(benchmarks/probe_summeval.py, benchmarks/summeval_correlation.py) instead of replaying")
     if args.probes:

@@ -1,14 +1,14 @@
-"""How much may a copied word be worth? The default reward's trade-off between probes and agreement, swept.
+"""How much may a copied word be worth? The information reward's trade-off between probes and agreement, swept.
 
-The default reward counts words copied from the source (verbatim fragments of >= ``min_fragment``
+The information reward (``reward.term: information``) counts words copied from the source (verbatim fragments of >= ``min_fragment``
 words) as worth 0. This script gives them back a share ``alpha`` of what reading the source added to
 their log-probabilities, in the two reward families this project tried, and measures each point:
 
-* ``information + alpha``: the default reward (the information the output gives about its source
+* ``information + alpha``: the information reward (the information the output gives about its source
   within ``budget_tokens`` tokens, copied words 0, the readability floor and the text guards) plus
   ``alpha`` x the copied tokens' own information within the budget. ``alpha = 0`` is the shipped
-  reward; the uncopied tokens' information recomputed here is checked against what
-  :class:`~judge_reward.reward.Reward` charged, so the copied tokens are the ones it left out.
+  reward; the uncopied tokens' information recomputed here is checked against the term
+  :class:`~judge_reward.reward.Reward` reported, so the copied tokens are the ones it left out.
   ``alpha = 1`` counts copied words like the others.
 * ``judge - (1 - alpha) x copy gain``: GPTScore's mean log-probability per token given the source,
   with ``1 - alpha`` of the copied tokens' gain from the source taken back, minus the same floor and
@@ -24,6 +24,9 @@ real summary. The judge scores every text once (with its token log-probabilities
 source and without it); every point is then arithmetic on those.
 
     python experiments/copy_tradeoff.py --docs 20 --probe-docs 12    # ~10 min on 2 CPU cores (bf16)
+
+(Measured when ``default`` was this reward, as ``copy_credit`` with ``contrast``; the config is now
+``information``.)
 """
 
 from __future__ import annotations
@@ -52,10 +55,9 @@ class Terms:
     """What a point of the sweep needs from one rewarded text, weighted over the reward's aspects."""
 
     def __init__(self, reward: Reward, item: Item, result: RewardResult, sources: dict[str, SourceStats]):
-        g = reward.guards.copy_credit
+        g = reward.config.information
         self.value = result.value
-        self.others = sum(v for k, v in result.components.items()  # every charge but copy credit
-                          if k.startswith("guard/") and k != "guard/copy_credit")
+        self.others = sum(v for k, v in result.components.items() if k.startswith("guard/"))  # every charge
         source = sources.get(item.source) or sources.setdefault(item.source, SourceStats(item.source))
         text = result.judged_output if result.judged_output is not None else item.output
         weights, self.copied_in_budget, self.uncopied_in_budget, self.mean, self.copied_gain = 0.0, 0.0, 0.0, 0.0, 0.0
@@ -64,7 +66,7 @@ class Terms:
             if score is None or score.value is None:
                 continue
             cond, uncond = score.tokens.with_source, score.tokens.without_source
-            mask = copied_token_mask(score.tokens.texts, " " + text.strip(), source, g.min_fragment)
+            mask = copied_token_mask(score.tokens.texts, " " + text.strip(), source, g.min_fragment, g.near_copy_words)
             gains = [c - u for c, u in zip(cond, uncond)]
             w = reward.weights[aspect.name]
             weights += w
@@ -73,7 +75,7 @@ class Terms:
             self.uncopied_in_budget += w * source_information(cond, uncond, mask, g.budget_tokens)
             self.mean += w * sum(cond) / len(cond)
             self.copied_gain += w * sum(x for x, m in zip(gains, mask) if m) / len(cond)
-        self.charged = result.components.get("guard/copy_credit")
+        self.term = result.components.get("term/information")
         if weights:
             self.copied_in_budget /= weights
             self.uncopied_in_budget /= weights
@@ -89,15 +91,15 @@ class Terms:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="default", help="a judge config whose reward uses copy_credit with contrast and a budget")
+    parser.add_argument("--config", default="information", help="a judge config whose reward is the information term with a budget")
     parser.add_argument("--docs", type=int, default=20, help="SummEval documents for agreement (16 summaries each)")
     parser.add_argument("--probe-docs", type=int, default=12, help="SummEval articles for the probes")
     parser.add_argument("--max-source-words", type=int, default=400)
     args = parser.parse_args()
     reward = Reward.from_config(args.config)
-    g = reward.guards.copy_credit
-    if not (g.enabled and g.contrast and g.budget_tokens):
-        raise SystemExit(f"error: {args.config}: reward.guards.copy_credit needs enabled, contrast and budget_tokens")
+    g = reward.config.information
+    if reward.config.term != "information" or g.budget_tokens is None or g.grounded_only:
+        raise SystemExit(f"error: {args.config}: needs reward.term information with budget_tokens (and not grounded_only)")
 
     rows = [r for doc in summeval(args.docs) for r in doc]
     system_items = [Item(r["system_output"], r["source"]) for r in rows]
@@ -114,10 +116,10 @@ def main() -> None:
     systems = [Terms(reward, it, r, sources) for it, r in zip(system_items, reward(system_items))]
     probes = [Terms(reward, it, r, sources) for it, r in zip(probe_items, reward(probe_items))]
     seconds = time.perf_counter() - start
-    # the shipped reward's information is the judge's mean minus its copy-credit term (weight 1)
-    off = max(abs(t.mean - t.charged - t.uncopied_in_budget) for t in systems + probes if t.value is not None)
-    if off > 1e-6 or g.weight != 1.0:
-        raise SystemExit(f"error: the recomputed information differs from the reward's by {off:.2e} (weight {g.weight})")
+    # the information recomputed here is the reward's own term
+    off = max(abs(t.term - t.uncopied_in_budget) for t in systems + probes if t.value is not None)
+    if off > 1e-6:
+        raise SystemExit(f"error: the recomputed information differs from the reward's by {off:.2e}")
 
     groups = [r["doc_id"] for r in rows]
     human = {a: [r["scores"][a] for r in rows] for a in ASPECTS}

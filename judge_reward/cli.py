@@ -138,7 +138,7 @@ def score(
                 if r.value is None:
                     record["reward_reason"] = r.reason
                     failures[f"reward: {r.reason}"] += 1
-                record.update({"reward_components": r.components, "guards": r.guards,
+                record.update({"reward_components": r.components, "reward_term": r.term, "guards": r.guards,
                                "scores": {}, "details": {}, "failures": {}})
                 for m in methods:
                     for aspect, s in per_method[m][k].items():

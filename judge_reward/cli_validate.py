@@ -77,6 +77,8 @@ def validate_command(
     replay_only: bool = typer.Option(False, "--replay-only",
                                      help="answer only from --cache: a text it has no judgment for gets a None reward "
                                           "(counted under 'Not scored'), the model is never asked"),
+    model: Optional[str] = typer.Option(None, "--model", help="the judge (backend.model), e.g. embedded:smollm2 or a "
+                                        "model folder: a re-validation with another judge"),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="the judge's dtype (backend.dtype), e.g. bfloat16"),
     device: Optional[str] = typer.Option(None, "--device", help="the judge's device (backend.device), e.g. cuda"),
     min_agreement: Optional[float] = typer.Option(None, "--min-agreement",
@@ -119,9 +121,9 @@ def validate_command(
     plans = []
     for name in names:
         cfg = JudgeConfig.load(name)
-        if dtype or device:
-            cfg.backend = {**cfg.backend, **({"dtype": dtype} if dtype else {}), **({"device": device} if device else {})}
-        with backend_options(dtype=("--dtype", dtype), device=("--device", device)):
+        overrides = {k: v for k, v in (("model", model), ("dtype", dtype), ("device", device)) if v}
+        cfg.backend = {**cfg.backend, **overrides}
+        with backend_options(model=("--model", model), dtype=("--dtype", dtype), device=("--device", device)):
             cfg.validate()
         check_reward(cfg, {"units": "judge"} if (cfg.reward or {}).get("units") == "spread" else None)  # spread: measured below
         fits = fitting_datasets(cfg)

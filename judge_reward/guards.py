@@ -6,7 +6,9 @@ A reward is judged by what maximises it. Each guard here is a named part of the 
 ``copy_credit``, ``information`` and ``likelihood_floor``, which read the judge's token log-probabilities) or a visible
 *rewrite* of the judged text before the judge reads it (``injection``). Nothing changes a judge's
 score silently: :class:`GuardReport` carries what each guard measured, what it did, and what it
-cost, and the reward logs it as a component.
+cost, and the reward logs it as a component. What the reward starts from, the judge's score or
+the information the output gives about its source, is no guard: it is the reward's main term
+(``reward.term``, :mod:`judge_reward.terms`).
 
 Penalty guards share one shape: a statistic ``x`` of the text, a ``threshold`` up to which ``x``
 is free, and a ``weight`` (in the reward's units) that is paid in full when ``x`` reaches its worst
@@ -567,6 +569,9 @@ class CopyCreditGuard(Guard):
     Likelihood judges only: GPTScore with ``gptscore.unconditional: true`` and ``normalise: none``
     (the penalty is in nats per token). Unlike the other guards it reads the judge's token
     log-probabilities, so it is computed with the scores (``Reward``), not from the text alone.
+    A guard: a charge (>= 0) on the judge's score for what copied words gained from the source. The
+    information the output gives about its source, with copied words worth 0, is the reward's main
+    term ``reward.term: information``, not this guard.
     """
 
     section_path: ClassVar[str] = "reward.guards.copy_credit"
@@ -581,11 +586,11 @@ class CopyCreditGuard(Guard):
     fragments only."""
     weight: Weight = 1.0
     contrast: bool = False
-    """Also take back, on the other tokens, what they are worth without the source (their
-    unconditional log-probability): the reward is then the information the source adds to the
-    output's own words (pointwise mutual information), 0 for copied words. Text the judge finds
-    likely whatever the source (a counting sequence, boilerplate) is worth nothing either. The term
-    is then usually negative (a credit): still shown as ``guard/copy_credit``."""
+    """Deprecated: the reward's main term spelt as a penalty. ``contrast: true`` (weight 1) made the
+    reward the information the output gives about its source, which is now ``reward.term:
+    information`` (:class:`~judge_reward.terms.InformationTerm`, logged as ``term/information``);
+    a config that still says it is read as that term, with a ``FutureWarning`` giving the new
+    spelling, and the same reward."""
     grounded_only: bool = False
     """Tokens of the sentences that ``grounding`` finds unsupported (needs its ``sentence_threshold``)
     earn no information either, and ``likelihood_floor.uncopied_only`` leaves them out: an opener,
@@ -596,11 +601,8 @@ class CopyCreditGuard(Guard):
     run 23): its own loose sentences, flagged, earned nothing and paid grounding; copied ones paid
     nothing."""
     budget_tokens: Optional[PositiveInt] = None
-    """With ``contrast``: the information is summed over the output's first ``budget_tokens`` tokens
-    and divided by ``budget_tokens`` instead of averaged over its tokens, so the reward is what the
-    output says about its source within a fixed budget (``source_information``). A per-token mean
-    is maximised by one salient token (GRPO run 7: the article's main name alone); a total is not.
-    Padding adds nothing (it is as likely without the source), copied words add nothing."""
+    """Deprecated, with ``contrast``: the information term's ``budget_tokens``
+    (``reward.information.budget_tokens``)."""
 
     def check(self) -> None:
         if self.budget_tokens is not None and not self.contrast:
@@ -649,7 +651,7 @@ class LikelihoodFloorGuard(Guard):
     token (GPTScore's score given the source, before ``copy_credit``; or, with ``unconditional``,
     the score without the source) below ``floor`` nats, times
     ``weight``. Above the floor nothing changes. For rewards whose main term is the information
-    (``copy_credit.contrast``), which a list of the source's names maximises: a floor on how
+    (``reward.term: information``), which a list of the source's names maximises: a floor on how
     readable the output is, not a bonus, because every likely-text bonus is maximised by padding
     (a numbered list, a repeated phrase). GPTScore with ``normalise: none`` only."""
 
@@ -665,15 +667,16 @@ class LikelihoodFloorGuard(Guard):
     score given the source is raised most by copying it (GRPO run 9: a floor on it taught the
     policy to paste the lead); the source-free score is not."""
     uncopied_only: bool = False
-    """With ``unconditional``: average over the tokens that ``copy_credit``'s (else
-    ``information``'s) copy mask leaves uncopied and that hold a letter or digit, the output's own
+    """With ``unconditional``: average over the tokens that the copy mask of the information term
+    (``reward.term: information``; else ``copy_credit``'s, else the ``information`` guard's) leaves
+    uncopied and that hold a letter or digit, the output's own
     words. Copied words earn no information, and must not lift the floor either: a list of names
     followed by a pasted passage read as readable on average (red-team, issue 15). The shortfall is then weighted by the share
     of the output's tokens that are its own, so a mostly copied output pays little and a wholly
     copied one nothing (its information is 0 anyway)."""
     budget_tokens: Optional[PositiveInt] = None
     """With ``uncopied_only``: the floor also holds over the output's first ``budget_tokens``
-    tokens, the ones that earn information (set it to ``copy_credit.budget_tokens``), and the larger
+    tokens, the ones that earn information (set it to ``reward.information.budget_tokens``), and the larger
     of the two shortfalls is charged. Text past the budget earns nothing and must not lift the
     floor of the text that does: a list of the source's names in the budget followed by a readable
     summary read as readable on average (probe family ``near_copy``, issue 15)."""

@@ -734,6 +734,8 @@ def _describe_reward(reward) -> dict:
     config = getattr(reward, "config", None)
     if config is not None and hasattr(config, "normalise"):
         out["normalise"] = config.normalise
+    if config is not None and hasattr(config, "term"):
+        out["term"] = config.term
     guards = getattr(reward, "guards", None)
     if guards is not None and hasattr(guards, "enabled"):
         out["guards"] = list(guards.enabled)
@@ -889,6 +891,8 @@ class ProbeReport:
         r = self.meta.get("reward", {})
         normalise = r.get("normalise") and f"normalise {r['normalise']}"
         what = ", ".join(str(x) for x in (r.get("model"), r.get("method"), normalise) if x)
+        if r.get("term"):
+            what += f"; term: {r['term']}"
         guards = r.get("guards")
         if guards is not None:
             what += f"; guards: {', '.join(guards) or 'none'}"

@@ -1,8 +1,9 @@
 """The reward: judge scores -> one number per item. The one place that decides it.
 
 Everything that turns a judgment into what a policy is optimised against lives here and nowhere
-else: which aspects count and with what weights, how each method's value is normalised, which
-guards apply (:mod:`judge_reward.guards`), what a failure becomes, and how a chat prompt or
+else: which aspects count and with what weights, how each method's value is normalised, what the
+reward starts from (its main term, :mod:`judge_reward.terms`), which guards apply
+(:mod:`judge_reward.guards`), what a failure becomes, and how a chat prompt or
 completion becomes the judge's source and output. The TRL reward functions (``judge_reward.trainers.reward``),
 the reward service (``/get_reward``, ``/v1/score``), the bias audit, the probe suite and
 ``judge-reward score`` all call :class:`Reward`, so one config gives one number everywhere.
@@ -14,12 +15,15 @@ A judge config carries its reward in a ``reward:`` section (see ``configs/judges
       weights: {coherence: 1, consistency: 1, fluency: 1, relevance: 1}
       normalise: none            # none | unit | scale
       partial: fail              # fail | renormalise
+      term: judge                # judge | information (settings in `information:`)
       guards:
         copy: {enabled: true, min_fragment: 20, threshold: 0.3, weight: 1.0}
         ...
 
-``reward = sum_a w_a * normalise(score_a) - sum_g penalty_g`` (weights summing to 1), or ``None``
-with a reason when the judge failed. Penalties are in the reward's units.
+``reward = term - sum_g penalty_g``, or ``None`` with a reason when the judge failed. The term is
+``judge`` (``sum_a w_a * normalise(score_a)``, weights summing to 1) or ``information`` (what the
+output says about its source: :class:`~judge_reward.terms.InformationTerm`). Penalties are in the
+reward's units.
 """
 
 from __future__ import annotations
@@ -93,9 +97,12 @@ def prompt_source(value: Any, where: str = "prompt") -> str:
 class RewardResult:
     """One item's reward (``None`` with ``reason`` when the judge failed) and how it came about.
 
-    ``components``: ``aspect/<name>`` (normalised value), ``guard/<name>`` (penalty, subtracted);
+    ``components``: ``aspect/<name>`` (normalised value), ``term/<name>`` (the main term, what
+    the reward starts from), ``guard/<name>`` (penalty, subtracted): ``value = term - sum(guard/*)``;
     ``scores``: the judge's Score per aspect; ``guards``: what each guard measured;
-    ``judged_output``: the text the judge read when the injection guard rewrote it.
+    ``judged_output``: the text the judge read when the injection guard rewrote it; ``term``: the
+    main term's ``name``, ``value``, the judge's weighted score ``judge`` beside it, and what it
+    measured (the information term: ``copied_token_share``).
     """
 
     value: float | None
@@ -104,6 +111,7 @@ class RewardResult:
     scores: dict[str, Score] = field(default_factory=dict)
     guards: dict[str, dict] = field(default_factory=dict)
     judged_output: str | None = None
+    term: dict[str, Any] = field(default_factory=dict)
 
 
 class Reward:
@@ -144,14 +152,16 @@ class Reward:
                 )
         if any(a.task == "open_ended" for a in self.aspects):
             self._check_open_ended(judge, config)
+        if config.term == "information":
+            self._check_information_term(judge)
         for name in TOKEN_GUARDS:
             if getattr(config.guards, name).enabled:
                 self._check_token_guard(name, judge, config)
         floor = config.guards.likelihood_floor
         if floor.enabled and floor.uncopied_only and not (floor.unconditional and (
-                config.guards.copy_credit.enabled or config.guards.information.enabled)):
-            raise ConfigError("uncopied_only needs unconditional: true and a copy mask (copy_credit or information on)",
-                              field="reward.guards.likelihood_floor")
+                config.term == "information" or config.guards.copy_credit.enabled or config.guards.information.enabled)):
+            raise ConfigError("uncopied_only needs unconditional: true and a copy mask (term information, or "
+                              "copy_credit or information on)", field="reward.guards.likelihood_floor")
         if "ending" in config.guards.requiring("sentence_end") and (
                 self.method_name != "gptscore" or any(a.task == "dialogue" for a in self.aspects)):
             raise ConfigError(f"mode 'judge' asks a GPTScore judge how likely a sentence ends after the output; "
@@ -184,6 +194,9 @@ class Reward:
         the output with its source would compare it with whatever a caller passed in its place (a
         trainer's prompt), and a GPTScore direction other than ``src_hypo`` would score a reference
         the prompt never shows."""
+        if config.term == "information":  # what the output says about its source: there is none
+            raise ConfigError("'information' measures what the output says about its source, and open_ended aspects "
+                              "read none; use term: judge", field="reward.term")
         for name in config.guards.requiring("source"):
             if name == "length":
                 raise ConfigError(f"max_source_ratio {config.guards.length.max_source_ratio!r} measures the output "
@@ -204,7 +217,17 @@ class Reward:
         aspects, whose prompt holds the output alone and whose guards may not read a source (the
         scoreboard then withholds it). G-Eval's form shows a source whenever an item has one."""
         return (self.method_name != "gptscore" or any(a.task != "open_ended" for a in self.aspects)
-                or bool(self.guards.requiring("source")))
+                or self.config.term != "judge" or bool(self.guards.requiring("source")))
+
+    def _check_information_term(self, judge) -> None:
+        """``term: information`` reads GPTScore's token log-probabilities with and without the source
+        (:attr:`InformationTerm.needs <judge_reward.terms.InformationTerm.needs>`)."""
+        if self.method_name != "gptscore":
+            raise ConfigError(f"'information' reads the judge's token log-probabilities and needs method 'gptscore', "
+                              f"got method {self.method_name!r}", field="reward.term")
+        if callable(getattr(judge, "method", None)) and not judge.method("gptscore").config.unconditional:
+            raise ConfigError("'information' needs gptscore.unconditional: true in the judge config (the judge scores "
+                              "each output without its source too), got false", field="reward.term")
 
     def _check_token_guard(self, name: str, judge, config: RewardConfig) -> None:
         """``copy_credit``, ``information`` and ``likelihood_floor`` read GPTScore's token log-probabilities
@@ -245,8 +268,11 @@ class Reward:
             return unit if mode == "unit" else aspect.scale.low + unit * (aspect.scale.high - aspect.scale.low)
         return aspect.scale.normalise(value) if mode == "unit" else value
 
-    def combine(self, scores: dict[str, Score], guard: GuardReport | None = None) -> RewardResult:
-        """The reward of one item from its aspect scores and guard report."""
+    def combine(self, scores: dict[str, Score], guard: GuardReport | None = None,
+                term: dict | None = None) -> RewardResult:
+        """The reward of one item from its aspect scores, guard report and, under ``term:
+        information``, what the term measured of it (``value`` and its statistics, from the item's
+        texts and token log-probabilities: :meth:`RewardBatch.finish` passes it)."""
         got, failed = {}, []
         for a in self.aspects:
             s = scores.get(a.name)
@@ -268,10 +294,24 @@ class Reward:
         mass = sum(self.weights[n] for n in got)
         if mass <= 0:
             return RewardResult(None, "every aspect that succeeded has weight 0", components, scores, guards)
-        value = sum(self.weights[n] * v for n, v in got.items()) / mass
+        judge = sum(self.weights[n] * v for n, v in got.items()) / mass
+        name = self.config.term
+        if name == "judge":
+            measured = {"name": name, "value": judge}
+        elif term is None:
+            raise ValueError(f"reward.term {name!r} is read from the item's texts and the judge's token log-probabilities; "
+                             "score items with the Reward (reward(items), or plan() and finish()), not combine() alone")
+        else:
+            measured = {"name": name, "value": term["value"], "judge": judge,
+                        **{k: v for k, v in term.items() if k != "value"}}
+        value = measured["value"]
+        # the term before the charges, so that components read in order: aspects, term, guards
+        guard_parts = {k: components.pop(k) for k in [k for k in components if k.startswith("guard/")]}
+        components[f"term/{name}"] = value
+        components.update(guard_parts)
         if guard is not None:
             value -= guard.total
-        return RewardResult(value, None, components, scores, guards)
+        return RewardResult(value, None, components, scores, guards, term=measured)
 
     # -- scoring -------------------------------------------------------------------------------
 
@@ -311,23 +351,34 @@ class Reward:
                       scored: Sequence[dict[str, Score]] | None = None) -> list[GuardReport | None]:
         """What every enabled guard measured and charged; ``copy_credit``, ``information`` and
         ``likelihood_floor`` also need the judge's ``scored`` results (the others read the texts alone)."""
-        if not self.guards.enabled:
-            return [None] * len(items)
+        return [report for report, _ in self._assess(items, removed, scored)]
+
+    def _assess(self, items: Sequence[Item], removed: Sequence[Sequence[str]],
+                scored: Sequence[dict[str, Score]] | None = None) -> list[tuple[GuardReport | None, dict | None]]:
+        """Per item: the guards' report (None with no guard on), and under ``term: information``
+        what the term measured (None without ``scored`` or without a source to read)."""
+        information = self.config.term == "information" and scored is not None
+        if not self.guards.enabled and not information:
+            return [(None, None)] * len(items)
+        token_guards = any(getattr(self.guards, n).enabled for n in TOKEN_GUARDS)
         stats: dict[str, SourceStats] = {}
-        reports = []
+        out = []
         ends, end_failures = self._sentence_ends(items)
         for k, (item, spans) in enumerate(zip(items, removed)):
             source = None
             if item.source:
                 source = stats.get(item.source) or stats.setdefault(item.source,
                                                                     SourceStats(item.source, self.guards.language))
-            report = apply_guards(self.guards, item.output, source, len(spans), ends.get(k))
-            if k in end_failures:
-                report.failure = f"ending: the judge's sentence-end check failed: {end_failures[k]}"
-            if scored is not None and source is not None and any(getattr(self.guards, n).enabled for n in TOKEN_GUARDS):
-                self._add_token_guards(report, item.output, source, scored[k])
-            reports.append(report)
-        return reports
+            report = None
+            if self.guards.enabled:
+                report = apply_guards(self.guards, item.output, source, len(spans), ends.get(k))
+                if k in end_failures:
+                    report.failure = f"ending: the judge's sentence-end check failed: {end_failures[k]}"
+            term = None
+            if scored is not None and source is not None and (token_guards or information):
+                term = self._read_tokens(report, item.output, source, scored[k])
+            out.append((report, term))
+        return out
 
     def _sentence_ends(self, items: Sequence[Item]) -> tuple[dict[int, float], dict[int, str]]:
         """``ending.mode: judge``: the judge's sentence-end probability of each item that needs one
@@ -341,10 +392,15 @@ class Reward:
         ends = {k: s.value for k, s in zip(ask, got) if s.value is not None}
         return ends, {k: s.reason or "no value" for k, s in zip(ask, got) if s.value is None}
 
-    def _add_token_guards(self, report: GuardReport, output: str, source: SourceStats, scores: dict[str, Score]) -> None:
-        """The guards that read each aspect's token log-probabilities, as weighted means over the
-        aspects (every aspect scores the same output tokens after its own instruction)."""
+    def _read_tokens(self, report: GuardReport | None, output: str, source: SourceStats,
+                     scores: dict[str, Score]) -> dict | None:
+        """What reads each aspect's token log-probabilities, as weighted means over the aspects (every
+        aspect scores the same output tokens after its own instruction): the token guards, charged
+        into ``report``, and under ``term: information`` the term, returned (``value`` and its
+        statistics; None under another term)."""
+        term = self.config.information if self.config.term == "information" else None
         per_aspect: dict[str, dict[str, float]] = {name: {} for name in TOKEN_GUARDS}
+        information: dict[str, float] = {}  # the information term per aspect
         masks: dict[tuple[int, int] | str, list[bool]] = {}  # every aspect scores the same output tokens
 
         def copied_mask(token_texts: list[str], min_fragment: int, near_copy_words: int) -> list[bool]:
@@ -369,15 +425,24 @@ class Reward:
             copied_tokens = copied_mask(token_texts, g.min_fragment, g.near_copy_words)
             return [c or u for c, u in zip(copied_tokens, unsupported_mask(token_texts, g))]
 
+        def shares(token_texts: list[str], g) -> dict[str, float]:
+            """The share of the output's tokens that are copied (and with ``grounded_only`` unsupported)."""
+            n = len(token_texts)
+            out = {"copied_token_share": sum(copied_mask(token_texts, g.min_fragment, g.near_copy_words)) / n if n else 0.0}
+            if g.grounded_only:
+                out["unsupported_token_share"] = sum(unsupported_mask(token_texts, g)) / n if n else 0.0
+            return out
+
         copied = unsupported = 0.0
+        term_shares: dict[str, float] = {}
         shortfall: dict[str, float] = {}  # likelihood_floor.per_token: the summed shortfall per budget token
         own_share: dict[str, float] = {}  # likelihood_floor.uncopied_only: the share of tokens that are the output's own
         budget_mean: dict[str, float] = {}  # likelihood_floor.budget_tokens: the same two over the budget's tokens
         budget_share: dict[str, float] = {}
-        readers = self.guards.reading_unconditional
+        readers = (["term information"] if term is not None else []) + self.guards.reading_unconditional
         for a in self.aspects:
-            score = scores[a.name]
-            if score.value is None:
+            score = scores.get(a.name)
+            if score is None or score.value is None:
                 continue  # a failed aspect fails the reward in combine()
             tokens = score.tokens
             if not readers:
@@ -385,13 +450,17 @@ class Reward:
                 continue
             if tokens is None:
                 # never a silent 0: a score without its token log-probabilities cannot be charged
-                raise RuntimeError(f"reward.guards: {', '.join(readers)} need the judge's token log-probabilities, "
+                raise RuntimeError(f"reward: {', '.join(readers)} need the judge's token log-probabilities, "
                                    f"with and without the source (Score.tokens); the {a.name} score has none "
                                    "(gptscore.unconditional off, or a score that did not come from this judge)")
             cond, uncond, texts = tokens.with_source, tokens.without_source, tokens.texts
+            if term is not None:
+                information[a.name] = term.value(tokens, no_information_mask(texts, term))
+                term_shares = shares(texts, term)  # the same tokens for every aspect
             floor = self.guards.likelihood_floor
             if "likelihood_floor" in readers and floor.uncopied_only:
-                g = self.guards.copy_credit if self.guards.copy_credit.enabled else self.guards.information
+                # the mask of the copies that earn no information: the term's, else a guard's
+                g = term or (self.guards.copy_credit if self.guards.copy_credit.enabled else self.guards.information)
                 mask = copied_mask(texts, g.min_fragment, g.near_copy_words)
                 # grounded_only: unsupported sentences are no part of the output's own words, nor of
                 # the tokens its shortfall is weighed against (an opener must not dilute the share)
@@ -418,8 +487,8 @@ class Reward:
                 m = copied_mask(texts, g.min_fragment, g.near_copy_words)
                 copied = sum(m) / len(m) if m else 0.0
                 unsupported = sum(unsupported_mask(texts, g)) / len(m) if m else 0.0
-                per_aspect["copy_credit"][a.name] = copy_credit(cond, uncond, no_information_mask(texts, g),
-                                                                g.contrast, g.budget_tokens)
+                # (its old contrast form is the information term now: RewardConfig reads it as that)
+                per_aspect["copy_credit"][a.name] = copy_credit(cond, uncond, no_information_mask(texts, g))
             if self.guards.information.enabled:
                 g = self.guards.information
                 m = no_information_mask(texts, g)
@@ -462,6 +531,9 @@ class Reward:
             else:  # uncopied_only and every token copied
                 report.measured["likelihood_floor"] = {"mean_logprob": None}
                 report.penalties["likelihood_floor"] = 0.0
+        if term is None:
+            return None
+        return {"value": weighted(information), **term_shares}
 
     def plan(self, items: Sequence[Item]) -> "RewardBatch":
         """Guard the inputs of a batch; :attr:`RewardBatch.to_judge` is what the judge must score.
@@ -481,7 +553,8 @@ class Reward:
     def describe(self) -> dict:
         return {
             "method": self.method_name, "aspects": self.aspect_names, "weights": self.weights,
-            "normalise": self.config.normalise, "partial": self.config.partial, "guards": self.guards.enabled,
+            "normalise": self.config.normalise, "partial": self.config.partial, "term": self.config.term,
+            "guards": self.guards.enabled,
         }
 
 
@@ -545,15 +618,20 @@ class RewardBatch:
                     None, f"nothing left to judge: the injection guard removed all {len(spans)} span(s)",
                     guards={"injection": {"removed_spans": len(spans), "removed": list(spans)}}, judged_output="",
                 )
-        reports = self.reward.guard_reports(self.guarded_items, [self.removed[k] for k in self.todo], scored)
-        for k, scores, report in zip(self.todo, scored, reports):
+        assessed = self.reward._assess(self.guarded_items, [self.removed[k] for k in self.todo], scored)
+        for k, scores, (report, term) in zip(self.todo, scored, assessed):
             failed = None
             if k in self.masked:
                 failed = self.reward.add_value_echo(report, scores, masked_scores[k], self.masked[k][1])
-            result = self.reward.combine(scores, report)
+            if term is None and self.reward.config.term != "judge":  # the term reads the source
+                result = RewardResult(None, f"reward.term {self.reward.config.term!r}: the item has no source "
+                                            "(the information is what the output says about its source)",
+                                      scores=scores, guards={} if report is None else dict(report.measured))
+            else:
+                result = self.reward.combine(scores, report, term)
             failed = failed or (report.failure if report is not None else None)
             if failed is not None and result.value is not None:
-                result = RewardResult(None, failed, result.components, result.scores, result.guards)
+                result = RewardResult(None, failed, result.components, result.scores, result.guards, term=result.term)
             if self.judged[k].output != self.items[k].output:
                 result.judged_output = self.judged[k].output
             if self.removed[k]:

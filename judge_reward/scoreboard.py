@@ -555,8 +555,9 @@ def _guard_cost(reward, items, results, human, groups, references, settings: Sco
 def render_markdown(board: Scoreboard) -> str:
     aspects = list(next(iter(board.agreement.values()), {}).keys()) if board.agreement else []
     lines = [f"## {board.config or 'reward'} on {board.dataset}", ""]
+    term = f"term: {board.reward['term']}; " if board.reward.get("term") else ""  # (boards before reward.term lack it)
     lines.append(f"{board.meta.get('n_items')} rated outputs of {board.meta.get('n_groups')} inputs; "
-                 f"guards: {', '.join(board.reward.get('guards', [])) or 'none'}.")
+                 f"{term}guards: {', '.join(board.reward.get('guards', [])) or 'none'}.")
     withheld = board.meta.get("source", {})
     if withheld.get("withheld"):
         lines += ["", f"The reward reads no source: it was given the outputs alone, and is compared with the ratings "

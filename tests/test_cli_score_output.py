@@ -95,7 +95,8 @@ def test_aspects_choose_the_scores_written_not_the_panel(tmp_path, monkeypatch, 
     # equal up to float rounding of different batch shapes (a changed panel moves it by far more)
     assert abs(one["scores"]["geval/coherence"] - two["scores"]["geval/coherence"]) < 1e-5
     assert abs(one["reward"] - two["reward"]) < 1e-5 and set(one["reward_components"]) == {
-        "aspect/coherence", "aspect/fluency", "aspect/relevance"}
+        "aspect/coherence", "aspect/fluency", "aspect/relevance", "term/judge"}
+    assert one["reward_term"] == {"name": "judge", "value": one["reward"]}  # no guard: the reward is its term
     result = CliRunner().invoke(app, ["score", str(src), "--config", str(config), "--aspects", "consistency"])
     assert result.exit_code == 2 and "--aspects: 'consistency' not among the aspects of" in result.output
 

@@ -61,6 +61,8 @@ def test_the_preset_loads_reads_no_source_and_refuses_guards_that_read_one():
         with pytest.raises(ConfigError, match=message) as err:
             check_reward(preset, {"guards": {**guards, **extra}})
         assert "open_ended.yaml" in str(err.value)
+    with pytest.raises(ConfigError, match=r"reward\.term: 'information' measures what the output says about its source"):
+        check_reward(preset, {"term": "information"})
     preset.gptscore = {**preset.gptscore, "direction": "ref_hypo"}
     with pytest.raises(ConfigError, match=r"gptscore\.direction: .*direction 'ref_hypo' reads a reference"):
         check_reward(preset)

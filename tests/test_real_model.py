@@ -147,3 +147,37 @@ def test_geval_prompts_of_an_item_share_the_tokens_of_their_head(gemma_backend, 
     finally:
         del gemma_backend._tokenize
         gemma_backend.clear_token_memo()
+
+
+# The `information` config's rewards at commit 25c9191, before reward.term (the information spelt as
+# guards.copy_credit with contrast), with this judge in fp32 on CPU, for the items below.
+INFORMATION_BEFORE_TERM = [-0.9441825334842386, 0.0, 0.32211577892303467, 0.7396722871065138, 0.09430002421140693,
+                           -1.0, -4.624350039397971]
+
+
+def test_the_information_term_gives_the_rewards_of_its_old_spelling(shared_data):
+    """``information`` (reward.term: information) with the embedded judge in fp32: the same rewards as
+    the same reward spelt the old way (guards.copy_credit with contrast) and as the old code gave, on
+    five SummEval summaries, a copied lead and a list of the source's names."""
+    from judge_reward import Judge, JudgeConfig
+    from judge_reward.config import read_mapping, resolve_config_path
+    from judge_reward.reward import Reward, RewardConfig
+
+    raw = read_mapping(resolve_config_path("information", "judges"))
+    raw["backend"].update(dtype="float32", device="cpu", progress=False)
+    rows = json.loads((shared_data / "summeval" / "summeval.json").read_text())
+    picked = [rows[k] for k in (0, 1, 17, 40, 333)]
+    items = [Item(r["system_output"], r["source"]) for r in picked]
+    source = picked[0]["source"]
+    items.append(Item(" ".join(source.split()[:60]), source))
+    names = sorted({w.strip(".,;:'\"()") for w in source.split() if w[:1].isupper()})[:15]
+    items.append(Item(", ".join(names), source))
+    judge = Judge(JudgeConfig.load(raw))
+    old = {k: v for k, v in raw["reward"].items() if k not in ("term", "information")}
+    old["guards"] = {**old["guards"], "copy_credit": {"enabled": True, "weight": 1.0, "contrast": True, **raw["reward"]["information"]}}
+    with pytest.warns(FutureWarning, match="write `term: information`"):
+        old_reward = Reward(judge, RewardConfig.from_dict(old))
+    new, before = Reward(judge)(items), old_reward(items)
+    assert [r.value for r in new] == pytest.approx([r.value for r in before], abs=1e-9)
+    assert [r.value for r in new] == pytest.approx(INFORMATION_BEFORE_TERM, abs=1e-4)
+    assert all("term/information" in r.components and "guard/copy_credit" not in r.components for r in new)

@@ -44,6 +44,7 @@ ARTICLE = ("The city council voted on Tuesday to close the old river bridge for 
            "are expected to take four months and cost nine million pounds, paid from the transport budget.")
 SUMMARY = "Engineers found cracked supports, so the council shut the river bridge for four months of repairs."
 ALL_GUARDS = {"injection": True, "copy": True, "repetition": True, "length": True, "grounding": True, "ending": True}
+INFORMATION_12 = {"term": "information", "information": {"budget_tokens": 12}}  # the information term, a 12-token budget
 
 
 # -- statistics ------------------------------------------------------------------------------------
@@ -907,8 +908,8 @@ def test_information_floor_charges_the_shortfall_and_nothing_above_it():
     assert sum(r.components["guard/information"] > 0 for r in rewarded) == 1
 
 
-def test_contrast_with_a_budget_rewards_the_information_and_the_floor_charges_unlikely_text():
-    """copy_credit.budget_tokens makes the reward the source information over a token budget;
+def test_the_information_term_rewards_the_information_and_the_floor_charges_unlikely_text():
+    """term: information makes the reward the source information over a token budget;
     likelihood_floor charges the judge's own score below its floor, and nothing above it."""
     unconditional = {"reduce": "mean", "unconditional": True}
     items = [Item(SUMMARY, ARTICLE), Item("bridge council repairs cracks", ARTICLE)]
@@ -916,14 +917,15 @@ def test_contrast_with_a_budget_rewards_the_information_and_the_floor_charges_un
     infos = Reward(tiny_judge(reward={"normalise": "none", "guards": {"information": {"enabled": True, "budget_tokens": 12}}},
                               gptscore=unconditional))(items)
     floor = (plain[0].value + plain[1].value) / 2  # between the two outputs' judge scores
-    guards = {"copy_credit": {"enabled": True, "contrast": True, "budget_tokens": 12},
-              "likelihood_floor": {"enabled": True, "floor": floor, "weight": 2.0}}
-    rewarded = Reward(tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore=unconditional))(items)
+    guards = {"likelihood_floor": {"enabled": True, "floor": floor, "weight": 2.0}}
+    rewarded = Reward(tiny_judge(reward={"normalise": "none", **INFORMATION_12, "guards": guards}, gptscore=unconditional))(items)
     for r, p, i in zip(rewarded, plain, infos):
         information = i.guards["information"]["nats_per_budget_token"]
         assert r.guards["likelihood_floor"]["mean_logprob"] == pytest.approx(p.value, abs=1e-6)
         assert r.components["guard/likelihood_floor"] == pytest.approx(2.0 * max(0.0, floor - p.value), abs=1e-6)
         assert r.value == pytest.approx(information - r.components["guard/likelihood_floor"], abs=1e-5)
+        assert r.components["term/information"] == r.term["value"] == pytest.approx(information, abs=1e-9)
+        assert r.term["judge"] == pytest.approx(p.value, abs=1e-9)  # the judge's score, beside it
     assert sum(r.components["guard/likelihood_floor"] > 0 for r in rewarded) == 1
     # unconditional: the floor reads the source-free log-probabilities (which copying does not raise)
     judge = tiny_judge(reward={"normalise": "none", "guards": {"likelihood_floor": {"enabled": True, "floor": 0.0,
@@ -947,9 +949,8 @@ def test_the_floor_can_read_only_the_outputs_own_words():
     unconditional = {"reduce": "mean", "unconditional": True}
     lead = " ".join(ARTICLE.split()[:30])
     text = f"Bridge crews, council, engineers. {lead}"
-    guards = {"copy_credit": {"enabled": True, "contrast": True, "budget_tokens": 12},
-              "likelihood_floor": {"enabled": True, "floor": 0.0, "weight": 1.0, "unconditional": True, "uncopied_only": True}}
-    judge = tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore=unconditional)
+    guards = {"likelihood_floor": {"enabled": True, "floor": 0.0, "weight": 1.0, "unconditional": True, "uncopied_only": True}}
+    judge = tiny_judge(reward={"normalise": "none", **INFORMATION_12, "guards": guards}, gptscore=unconditional)
     reward = Reward(judge)
     [r] = reward([Item(text, ARTICLE)])
     means, shares = [], []
@@ -980,8 +981,8 @@ def test_the_floor_also_holds_over_the_budget_tokens():
     unconditional = {"reduce": "mean", "unconditional": True}
     text = f"Qzx vrk, plm wuj, tsq and ybd. {SUMMARY}"
     floor = {"enabled": True, "floor": 0.0, "weight": 1.5, "unconditional": True, "uncopied_only": True}
-    guards = {"copy_credit": {"enabled": True, "contrast": True, "budget_tokens": 12}, "likelihood_floor": floor}
-    judge = tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore=unconditional)
+    guards = {"likelihood_floor": floor}
+    judge = tiny_judge(reward={"normalise": "none", **INFORMATION_12, "guards": guards}, gptscore=unconditional)
     reward = Reward(judge)
     whole_means, whole_shares, head_means, head_shares = [], [], [], []
     for aspect in reward.aspects:
@@ -1001,7 +1002,8 @@ def test_the_floor_also_holds_over_the_budget_tokens():
     assert plain.components["guard/likelihood_floor"] == pytest.approx(1.5 * -whole * whole_share, abs=1e-5)
     for level in (whole, head, (whole + head) / 2):  # below, between and above the two means
         budgeted = {**guards, "likelihood_floor": {**floor, "floor": level, "budget_tokens": 12}}
-        [r] = Reward(tiny_judge(reward={"normalise": "none", "guards": budgeted}, gptscore=unconditional))([Item(text, ARTICLE)])
+        [r] = Reward(tiny_judge(reward={"normalise": "none", **INFORMATION_12, "guards": budgeted},
+                                gptscore=unconditional))([Item(text, ARTICLE)])
         assert r.guards["likelihood_floor"]["budget_mean_logprob"] == pytest.approx(head, abs=1e-5)
         assert r.guards["likelihood_floor"]["budget_own_token_share"] == pytest.approx(head_share, abs=1e-9)
         expected = 1.5 * max(max(0.0, level - whole) * whole_share, max(0.0, level - head) * head_share)
@@ -1030,8 +1032,8 @@ def test_the_per_token_floor_charges_each_own_tokens_shortfall_over_the_budget()
     level = values[len(values) // 2]  # some tokens below the floor, some above
     floor = {"enabled": True, "floor": level, "weight": 1.5, "unconditional": True, "uncopied_only": True,
              "budget_tokens": 12, "per_token": True}
-    guards = {"copy_credit": {"enabled": True, "contrast": True, "budget_tokens": 12}, "likelihood_floor": floor}
-    [r] = Reward(tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore=unconditional))([Item(text, ARTICLE)])
+    guards = {"likelihood_floor": floor}
+    [r] = Reward(tiny_judge(reward={"normalise": "none", **INFORMATION_12, "guards": guards}, gptscore=unconditional))([Item(text, ARTICLE)])
     per_aspect = [sum(max(0.0, level - u) for u in us) / 12 for us in own_tokens.values()]
     expected = sum(per_aspect) / len(per_aspect)
     assert 0 < expected
@@ -1039,7 +1041,7 @@ def test_the_per_token_floor_charges_each_own_tokens_shortfall_over_the_budget()
     assert r.components["guard/likelihood_floor"] == pytest.approx(1.5 * expected, abs=1e-5)
     # no own token below the floor: nothing to pay, however unlikely the text is on average
     low = {**guards, "likelihood_floor": {**floor, "floor": values[0] - 1.0}}
-    [r] = Reward(tiny_judge(reward={"normalise": "none", "guards": low}, gptscore=unconditional))([Item(text, ARTICLE)])
+    [r] = Reward(tiny_judge(reward={"normalise": "none", **INFORMATION_12, "guards": low}, gptscore=unconditional))([Item(text, ARTICLE)])
     assert r.components["guard/likelihood_floor"] == 0.0
     with pytest.raises(ConfigError, match=r"reward\.guards\.likelihood_floor\.per_token: needs budget_tokens"):
         RewardConfig.from_dict({"normalise": "none", "guards": {"likelihood_floor": {
@@ -1047,7 +1049,7 @@ def test_the_per_token_floor_charges_each_own_tokens_shortfall_over_the_budget()
 
 
 def test_grounded_only_unsupported_sentences_earn_nothing_and_stay_out_of_the_floor():
-    """copy_credit.grounded_only: the tokens of the sentences grounding finds unsupported (a chat
+    """information.grounded_only: the tokens of the sentences grounding finds unsupported (a chat
     opener) count 0 in the information, like copied ones, and are neither the output's own words
     nor part of the tokens its floor shortfall is weighed against."""
     from judge_reward.guards import copied_token_mask, token_mask, unsupported_spans
@@ -1060,9 +1062,9 @@ def test_grounded_only_unsupported_sentences_earn_nothing_and_stay_out_of_the_fl
     floor = {"enabled": True, "floor": 0.0, "weight": 1.0, "unconditional": True, "uncopied_only": True, "budget_tokens": BUDGET}
 
     def reward_for(grounded_only: bool) -> Reward:
-        credit = {"enabled": True, "contrast": True, "budget_tokens": BUDGET, "grounded_only": grounded_only}
-        guards = {"copy_credit": credit, "likelihood_floor": floor, "grounding": grounding}
-        return Reward(tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore=unconditional))
+        term = {"term": "information", "information": {"budget_tokens": BUDGET, "grounded_only": grounded_only}}
+        guards = {"likelihood_floor": floor, "grounding": grounding}
+        return Reward(tiny_judge(reward={"normalise": "none", **term, "guards": guards}, gptscore=unconditional))
 
     reward = reward_for(True)
     [r] = reward([Item(text, ARTICLE)])
@@ -1096,15 +1098,16 @@ def test_grounded_only_unsupported_sentences_earn_nothing_and_stay_out_of_the_fl
     assert r.guards["likelihood_floor"]["budget_own_token_share"] == pytest.approx(sum(head_shares) / 2, abs=1e-9)
     assert r.components["guard/likelihood_floor"] == pytest.approx(floor_charge, abs=1e-5)
     assert r.value == pytest.approx(info - floor_charge, abs=1e-5)
-    assert r.guards["copy_credit"]["unsupported_token_share"] > 0
+    assert r.term["unsupported_token_share"] > 0 and "unsupported_token_share" not in plain.term
     # without it the opener's tokens earn information and count as the output's own words
     assert plain.value != pytest.approx(r.value, abs=1e-4)
     assert plain.guards["likelihood_floor"]["mean_logprob"] != pytest.approx(r.guards["likelihood_floor"]["mean_logprob"], abs=1e-6)
     # a summary with no unsupported sentence is rewarded the same either way
     assert reward([Item(SUMMARY, ARTICLE)])[0].value == pytest.approx(reward_for(False)([Item(SUMMARY, ARTICLE)])[0].value, abs=1e-9)
+    with pytest.raises(ConfigError, match=r"reward\.information\.grounded_only: grounded_only needs the grounding guard on"):
+        RewardConfig.from_dict({"normalise": "none", "term": "information", "information": {"grounded_only": True}})
     with pytest.raises(ConfigError, match=r"reward\.guards\.copy_credit\.grounded_only: grounded_only needs the grounding guard on"):
-        RewardConfig.from_dict({"normalise": "none", "guards": {"copy_credit": {"enabled": True, "contrast": True,
-                                                                                "grounded_only": True}}})
+        RewardConfig.from_dict({"normalise": "none", "guards": {"copy_credit": {"enabled": True, "grounded_only": True}}})
 
 
 def test_copy_credit_config_errors_name_the_field():
@@ -1149,14 +1152,14 @@ def test_shipped_configs_carry_a_guarded_reward():
     # the information reward, kept as a named option
     information = JudgeConfig.from_yaml("information")
     config = RewardConfig.from_dict(information.reward)
-    assert set(config.guards.enabled) == {"injection", "copy_credit", "likelihood_floor", "repetition", "length",
-                                          "grounding", "ending"}
-    assert config.guards.copy_credit.contrast and config.guards.copy_credit.budget_tokens == 32
+    assert config.term == "information" and RewardConfig.from_dict(default.reward).term == "judge"
+    assert set(config.guards.enabled) == {"injection", "likelihood_floor", "repetition", "length", "grounding", "ending"}
+    assert config.information.budget_tokens == 32 and config.information.near_copy_words == 8
     assert config.guards.likelihood_floor.unconditional and information.gptscore["unconditional"] is True
     # the floor holds over the tokens that earn the information as well as over the whole output
-    assert config.guards.likelihood_floor.budget_tokens == config.guards.copy_credit.budget_tokens
+    assert config.guards.likelihood_floor.budget_tokens == config.information.budget_tokens
     # not grounded_only: with it (and skip_function_words) GRPO run 23's policy learned to paste the lead
-    assert not config.guards.copy_credit.grounded_only
+    assert not config.information.grounded_only
     # a chat assistant's opener, heading or sign-off is removed and charged in every shipped reward
     for name in ("default", "information", "gptscore", "geval_gemma"):
         assert RewardConfig.from_dict(JudgeConfig.from_yaml(name).reward).guards.injection.chatter

@@ -354,3 +354,23 @@ def test_a_reward_in_spread_units_measures_its_judges_spread_and_charges_multipl
     data = load_dataset("summeval", sample_data / "summeval" / "summeval.json").first_groups(2)
     values = [r.components["aspect/coherence"] for r in plain(data.items)]
     assert spread == pytest.approx(judge_spread(data.groups, values))
+
+    # --model: the same config re-validated with another judge, whose own spread is measured
+    from tiny_models import make_model, make_tokenizer
+
+    other = tmp_path / "other-judge"
+    tok = make_tokenizer("char")
+    make_model(tok, "llama", seed=1).save_pretrained(other)
+    tok.save_pretrained(other)
+    raw["validated_with"] = {"judge": model, "spread": 0.25}
+    path.write_text(yaml.safe_dump(raw))
+    result = CliRunner().invoke(app, ["validate", "--config", str(path), "--model", str(other), "--groups", "2",
+                                      "--damage-per-group", "1", "--probe-groups", "0", "--n-boot", "0",
+                                      "--out", str(tmp_path / "other")])
+    assert result.exit_code == 0, result.output
+    assert f"was validated with {model}; this scoreboard measures {other}" in " ".join(result.output.split())
+    other_spread = json.loads((tmp_path / "other" / "scoreboard.json").read_text())[0]["meta"]["judge_spread"]
+    assert other_spread not in (0.25, spread) and f"spread on summeval is {other_spread:.4g}" in result.output
+    missing = CliRunner().invoke(app, ["validate", "--config", str(path), "--model", "embedded:nothing",
+                                       "--out", str(tmp_path / "none")])
+    assert missing.exit_code == 2 and "--model embedded:nothing" in missing.output, missing.output

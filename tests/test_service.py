@@ -576,7 +576,7 @@ def test_reward_function_sends_the_prompt_as_source_only_when_the_service_reward
         assert info["source_guards"] == ["length", "grounding"]
         assert httpx.get(f"{plain.url}/v1/info").json()["source_guards"] == []
         call = dict(prompts=["The council approved a park."], completions=["A park was approved."])
-        with pytest.raises(ValueError, match="the service's reward guards length, grounding compare the completion"):
+        with pytest.raises(ValueError, match="the service's reward: length, grounding compare the completion"):
             asyncio.run(ServiceRewardFunction(url=strict.url)(**call))
         [forced] = asyncio.run(ServiceRewardFunction(url=strict.url, source_from_prompt=True)(**call))
         [free] = asyncio.run(ServiceRewardFunction(url=plain.url)(**call))

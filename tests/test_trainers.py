@@ -176,7 +176,7 @@ def test_a_guard_that_compares_with_the_source_never_falls_back_to_the_prompt_si
     judge = tiny_judge()
     guarded = {"grounding": {"enabled": True}, "length": {"enabled": True}, "repetition": {"enabled": True}}
     implicit = JudgeReward(judge, JudgeRewardConfig(guards=guarded))
-    with pytest.raises(ValueError, match=r"reward.guards: length, grounding compare the completion with its source, "
+    with pytest.raises(ValueError, match=r"reward: length, grounding compare the completion with its source, "
                                          r"and the batch has no column 'source'.*source_from_prompt=True"):
         implicit(prompts=["What is the capital of France?"], completions=["Paris is the capital of France."])
     explicit = JudgeReward(judge, JudgeRewardConfig(guards=guarded, source_from_prompt=True))

@@ -382,8 +382,8 @@ def create_app(
             "default_aspects": j.aspect_names,
             "aspects": {a.name: {"scale": list(a.scale.values), "task": a.task}
                         for a in j.aspect_set.aspects.values()},
-            # the guards that compare an output with its source: a client with no source column must know
-            "source_guards": state.reward_for(None, None).config.guards.source_guards(),
+            # what compares an output with its source (the term, the guards): a client with no source column must know
+            "source_guards": state.reward_for(None, None).config.source_readers(),
             "limits": {"max_batch_size": config.max_batch_size, "max_wait_ms": config.max_wait_ms,
                        "max_queue_items": config.max_queue_items, "max_request_items": config.max_request_items,
                        "max_body_bytes": config.max_body_bytes, "max_text_chars": config.max_text_chars},
@@ -415,6 +415,7 @@ def create_app(
                     "reward": r.value,
                     "failure": r.reason,
                     "components": r.components,
+                    "term": r.term,
                     "guards": r.guards,
                     "scores": {
                         name: {"value": s.value, "normalised": r.components.get(f"aspect/{name}"), "reason": s.reason,
@@ -482,7 +483,7 @@ def create_app(
                     if value is not None:
                         per_aspect[name][i] = value
                 for key, value in r.components.items():
-                    if key.startswith("guard/"):
+                    if key.startswith(("guard/", "term/")):
                         per_aspect.setdefault(key, [0.0] * n)[i] = value
                 if r.value is not None:
                     rewards[i], failed[i] = r.value, 0.0

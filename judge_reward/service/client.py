@@ -305,7 +305,7 @@ class ServiceRewardFunction:
                 self._source_guards = list((await self.client.info()).get("source_guards", []))
             if self._source_guards:
                 raise ValueError(
-                    f"the service's reward guards {', '.join(self._source_guards)} compare the completion with its source, "
+                    f"the service's reward: {', '.join(self._source_guards)} compare the completion with its source, "
                     f"and no source column is set (columns: {listed}); set source_column, or source_from_prompt=True to "
                     f"compare with the prompt")
 

@@ -120,8 +120,8 @@ class ServiceRewardConfig(Section):
     """Dataset column to judge the completion against (e.g. ``article``); ``None``: see ``source_from_prompt``."""
     source_from_prompt: Optional[bool] = None
     """With no ``source_column``: ``None`` (default) sends the prompt (its last
-    user message) as the source unless the service's reward has guards that compare the completion
-    with its source (``/v1/info``'s ``source_guards``), which is then an error naming them; ``True``
+    user message) as the source unless the service's reward compares the completion with its source
+    (its term or guards: ``/v1/info``'s ``source_guards``), which is then an error naming them; ``True``
     sends the prompt as the source anyway; ``False`` makes the unset column an error."""
     reference_column: Optional[str] = "reference"
     """Dataset column with a human reference, passed as ``reference`` when present."""

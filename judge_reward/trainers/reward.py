@@ -43,10 +43,11 @@ class JudgeRewardConfig(RewardConfig):
     """Dataset column with a human reference (needed by reference-based GPTScore directions)."""
     source_from_prompt: Optional[bool] = None
     """When the batch has no ``source_column``: ``None`` (default) lets the judge read the prompt
-    (the last user message of a conversational prompt) as the source, unless a guard compares the
-    completion with its source (``GuardsConfig.source_guards``: length's ``max_source_ratio``,
-    grounding, copy, copy_credit, information), which is then an error naming them; ``True`` uses
-    the prompt as the source for the guards too; ``False`` makes a missing column an error."""
+    (the last user message of a conversational prompt) as the source, unless the reward compares the
+    completion with its source (``RewardConfig.source_readers``: ``term: information``, and the guards
+    length's ``max_source_ratio``, grounding, copy, copy_credit, information), which is then an error
+    naming them; ``True`` uses the prompt as the source for the guards too; ``False`` makes a
+    missing column an error."""
     name: str | None = None
     """``__name__`` TRL logs the reward under (``rewards/<name>/mean``); default ``judge`` or ``judge_<aspect>``."""
     log_prefix: str | None = None
@@ -184,6 +185,10 @@ class JudgeReward:
         config = config if config is not None else JudgeRewardConfig.from_judge(judge)
         if config.weights is not None:
             raise ConfigError("reward.weights: per-aspect rewards are weighted by TRL's reward_weights, not here")
+        term = config.reward_config().term
+        if term != "judge":  # the pieces sum to the judge's score minus the guards, which this reward is not
+            raise ConfigError(f"per-aspect rewards split the judge's score into its aspects; term {term!r} is not "
+                              "the judge's score (use one JudgeReward)", field="reward.term")
         if config.name is not None:
             raise ConfigError("reward.name: per-aspect rewards are named judge_<aspect>; leave name unset")
         scorer = BatchScorer(Reward(judge, config.reward_config()))
@@ -223,10 +228,10 @@ class JudgeReward:
             if self.config.source_from_prompt is False:
                 raise ValueError(f"reward.source_column: the batch has no column {self.config.source_column!r} "
                                  f"(columns: {listed})")
-            compared = self.reward.config.guards.source_guards()
+            compared = self.reward.config.source_readers()
             if self.config.source_from_prompt is None and compared:
                 raise ValueError(
-                    f"reward.guards: {', '.join(compared)} compare the completion with its source, and the batch has no "
+                    f"reward: {', '.join(compared)} compare the completion with its source, and the batch has no "
                     f"column {self.config.source_column!r} (columns: {listed}); add the column, turn those guards off, "
                     f"or set JudgeRewardConfig(source_from_prompt=True) to compare with the prompt")
         references = columns.get(self.config.reference_column)
@@ -293,6 +298,10 @@ class JudgeReward:
             entropies = [d["entropy"] for d in details if isinstance(d.get("entropy"), (int, float))]
             if entropies:
                 out[f"{p}/{a.name}/entropy"] = sum(entropies) / len(entropies)
+        if self.part is None:  # the main term the reward starts from, beside the judge's aspect means
+            terms = [r.term["value"] for r in results if r.term]
+            if terms:
+                out[f"{p}/term/{self.reward.config.term}"] = sum(terms) / len(terms)
         if self.part in (None, GUARDS_PART):  # the guards function of per_aspect reuses the batch (seconds None)
             for name in self.reward.guards.enabled:  # what each guard charged, and how often
                 charged = [r.components.get(f"guard/{name}") for r in results]
