@@ -2,6 +2,7 @@
 a whole run with a stand-in judge whose every number is known, and the command's files and gates."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -374,3 +375,31 @@ def test_a_reward_in_spread_units_measures_its_judges_spread_and_charges_multipl
     missing = CliRunner().invoke(app, ["validate", "--config", str(path), "--model", "embedded:nothing",
                                        "--out", str(tmp_path / "none")])
     assert missing.exit_code == 2 and "--model embedded:nothing" in missing.output, missing.output
+
+
+def test_the_spread_units_example_charges_what_default_charges_with_its_judge():
+    """``examples/default_in_spreads.yaml`` is ``default`` with its charges written in the embedded
+    judge's spreads: times the recorded spread, every charge is ``default``'s (to 1e-3 nats), and
+    everything else in the reward is the same."""
+    from dataclasses import asdict
+
+    from judge_reward import JudgeConfig
+    from judge_reward.guards import GUARD_TYPES
+    from judge_reward.reward_config import RewardConfig
+
+    shipped = JudgeConfig.load("default")
+    example = JudgeConfig.load(str(Path(__file__).parents[1] / "examples" / "default_in_spreads.yaml"))
+    assert example.validated_with.judge == shipped.validated_with.judge and example.reward["units"] == "spread"
+    nats = RewardConfig.from_dict(shipped.reward).guards
+    spreads = RewardConfig.from_dict(example.reward).guards
+    scaled = spreads.scaled(example.validated_with.spread)
+    assert nats.enabled == scaled.enabled
+    for name in nats.enabled:
+        cls = GUARD_TYPES[name]
+        a, b = asdict(getattr(nats, name)), asdict(getattr(scaled, name))
+        for field in cls.charge_fields:
+            assert b.pop(field) == pytest.approx(a.pop(field), abs=1e-3), (name, field)
+        assert a == b, name
+    assert {k: v for k, v in shipped.reward.items() if k not in ("guards", "units")} == \
+        {k: v for k, v in example.reward.items() if k not in ("guards", "units")}
+    assert (shipped.backend, shipped.gptscore, shipped.aspects_file) == (example.backend, example.gptscore, example.aspects_file)
