@@ -217,7 +217,7 @@ class Reward:
         aspects, whose prompt holds the output alone and whose guards may not read a source (the
         scoreboard then withholds it). G-Eval's form shows a source whenever an item has one."""
         return (self.method_name != "gptscore" or any(a.task != "open_ended" for a in self.aspects)
-                or self.config.term != "judge" or bool(self.guards.requiring("source")))
+                or bool(self.config.source_readers()))
 
     def _check_information_term(self, judge) -> None:
         """``term: information`` reads GPTScore's token log-probabilities with and without the source
