@@ -47,6 +47,7 @@ from .config import (  # noqa: F401 (ConfigError re-exported)
     Weight,
     build_section,
 )
+from .meaning import Meaning, mentions, parse_meaning, uses_notation
 from .sentences import sentence_spans, splits
 from .wordlists import function_words, has_entry, languages, list_conjunctions, number_words, open_endings, phrasing
 
@@ -712,6 +713,10 @@ class RepetitionGuard(Guard):
     n: PositiveInt = 3
     threshold: FractionBelowOne = 0.1
     weight: Weight = 1.0
+    full_at: Fraction = 1.0
+    """The repeated share at which the full ``weight`` is paid. An output said twice repeats about
+    half of its n-grams, so the default (1.0) charges it a little under half the weight; a task whose
+    honest outputs repeat nothing (single sentences built from data) can charge it in full sooner."""
     punctuation: bool = True
     """Count punctuation marks as tokens, so runs of bare marks (``The . The . . . .``, a policy's
     way round a word-only count in the GRPO run) repeat like words do."""
@@ -726,6 +731,8 @@ class RepetitionGuard(Guard):
     word_full_at: Fraction = 0.4
 
     def check(self) -> None:
+        if self.full_at <= self.threshold:
+            raise ConfigError(f"must be above threshold ({self.threshold}), got {self.full_at}", field="full_at")
         if self.word_full_at <= self.word_threshold:
             raise ConfigError(f"must be above word_threshold ({self.word_threshold}), got {self.word_full_at}",
                               field="word_full_at")
@@ -733,7 +740,7 @@ class RepetitionGuard(Guard):
     def measure(self, x: "GuardInput") -> tuple[dict, float]:
         share = repeated_share(tokens(x.output) if self.punctuation else x.words, self.n)
         measured: dict = {"repeated_share": share}
-        ramp = _ramp(share, self.threshold, 1.0)
+        ramp = _ramp(share, self.threshold, self.full_at)
         if self.max_word_uses is not None:
             overused = overused_share(x.words, self.max_word_uses, language=x.language)
             measured["overused_word_share"] = overused
@@ -911,6 +918,104 @@ class WordListGuard(Guard):
 
 
 @dataclass
+class DataValuesGuard(Guard):
+    """Data-to-text: an output that leaves out its data, says something else, or pastes the data's
+    notation (the source is a meaning representation, :mod:`judge_reward.meaning`).
+
+    Three charges, the largest of which is paid:
+
+    * **missing values**: ``weight * ramp(m, free, missing_full)``, where ``m`` is the share of the
+      data's ``n`` spoken values (:meth:`~judge_reward.meaning.Meaning.spoken_values`) the output
+      does not name (:func:`~judge_reward.meaning.mentions`) and ``free`` is ``missing_free`` or
+      ``free_values`` of them, whichever is more (never all ``n``). A sentence written for other
+      data, or one cut short, drops most of them; an honest one seldom drops more than one, said in
+      its own words ("centre of town" for ``citycentre``).
+    * **sentences that name none of the data**: ``unnamed_weight * ramp(u, unnamed_free, unnamed_full)``,
+      where ``u`` is the share of the output's words of four or more characters that stand in
+      sentences naming none of the spoken values: filler, praise, an invented aside (a short
+      opener, "I have a restaurant for you .", weighs little).
+    * **the notation**: ``notation_weight`` when the output writes the data as it was given
+      (``inform(``, ``name=``, ``food[``: :func:`~judge_reward.meaning.uses_notation`).
+
+    A source that is not a meaning representation is not measured (the guard does not apply); a
+    meaning representation with no spoken value (``confirm(area=dont_care)``) is checked for its
+    notation only.
+
+    >>> from judge_reward.guards import GuardsConfig, SourceStats, apply_guards
+    >>> guards = GuardsConfig.from_dict({"data_values": {"enabled": True}})
+    >>> src = SourceStats("inform(name='Sushi Ran', food=japanese, area='nob hill', kids_allowed=yes)")
+    >>> apply_guards(guards, "Sushi Ran is a Japanese place in Nob Hill that welcomes children.", src).total
+    0.0
+    >>> apply_guards(guards, "Sushi Ran is a", src).measured["data_values"]["missing"]
+    ['japanese', 'nob hill']
+    >>> apply_guards(guards, "inform(name='Sushi Ran', food=japanese)", src).total
+    4.0
+    """
+
+    section_path: ClassVar[str] = "reward.guards.data_values"
+    charge_fields: ClassVar[tuple[str, ...]] = ("weight", "unnamed_weight", "notation_weight")
+    needs: ClassVar[frozenset[str]] = frozenset({"source"})
+
+    enabled: bool = False
+    weight: Weight = 4.0
+    missing_free: FractionBelowOne = 0.34
+    """Up to this share of the data's values may go unnamed for free (a value said in other words:
+    ``cheap`` as "affordable", ``riverside`` as "by the river")."""
+    missing_full: Fraction = 0.67
+    free_values: NonNegativeInt = 1
+    """This many values may go unnamed for free when ``missing_free`` allows fewer (an act of two
+    or three values), but never all of them."""
+    unnamed_weight: Weight = 4.0
+    unnamed_free: FractionBelowOne = 0.25
+    unnamed_full: Fraction = 0.5
+    """The share of the output's words in sentences naming none of the data at which
+    ``unnamed_weight`` is paid in full: a sentence as long as the one about the data beside it."""
+    notation_weight: Weight = 4.0
+    unspoken: list[Text] = field(default_factory=lambda: ["yes", "no", "none", "dont_care", "dontcare"])
+    """Values a text does not name as written (compared in lower case): flags and placeholders of the
+    data set's notation. BAGEL adds ``placetoeat`` (``type=placetoeat``, said of every venue)."""
+    alternatives: str = "or"
+    """The word that joins the alternatives of a value offered as a choice (``near='marina or
+    japantown'``): each alternative is a value of its own."""
+
+    def check(self) -> None:
+        if self.missing_full <= self.missing_free:
+            raise ConfigError(f"must be above missing_free ({self.missing_free}), got {self.missing_full}",
+                              field="missing_full")
+        if self.unnamed_full <= self.unnamed_free:
+            raise ConfigError(f"must be above unnamed_free ({self.unnamed_free}), got {self.unnamed_full}",
+                              field="unnamed_full")
+
+    def measure(self, x: "GuardInput") -> tuple[dict, float] | None:
+        meaning: Meaning | None = x.source.meaning if x.source is not None else None
+        if meaning is None:
+            return None
+        values = meaning.spoken_values(self.unspoken, self.alternatives)
+        notation = uses_notation(x.output, meaning)
+        measured: dict = {"values": len(values), "notation": notation}
+        charges = [self.notation_weight if notation else 0.0]
+        if values:
+            n = len(values)
+            missing = [v for v in values if not mentions(x.output, v)]
+            share = len(missing) / n
+            free = max(self.missing_free, min(self.free_values, n - 1) / n)
+            total, unnamed, unnamed_words = 0, [], 0
+            for a, b in sentence_spans(x.output, x.language):
+                sentence = x.output[a:b]
+                size = len(content_words(words(sentence), 4))
+                total += size
+                if size and not any(mentions(sentence, v) for v in values):
+                    unnamed.append(sentence.strip())
+                    unnamed_words += size
+            unnamed_share = unnamed_words / total if total else 0.0
+            measured.update(missing=missing, missing_share=share, unnamed_sentences=unnamed,
+                            unnamed_share=unnamed_share)
+            charges += [self.weight * _ramp(share, free, max(self.missing_full, min(1.0, free + 1 / n))),
+                        self.unnamed_weight * _ramp(unnamed_share, self.unnamed_free, self.unnamed_full)]
+        return measured, max(charges)
+
+
+@dataclass
 class InjectionGuard(Guard):
     """Text that talks to the judge instead of doing the task, removed before the judge reads it.
 
@@ -972,7 +1077,7 @@ class ValueEchoGuard(Guard):
     needs: ClassVar[frozenset[str]] = frozenset({"masked_pass"})
 
 
-TEXT_GUARDS = ("injection", "copy", "repetition", "length", "grounding", "word_list", "ending")
+TEXT_GUARDS = ("injection", "copy", "repetition", "length", "grounding", "data_values", "word_list", "ending")
 """The guards :func:`apply_guards` measures on the text, in the order their charges are reported."""
 
 GUARD_TYPES = {
@@ -985,6 +1090,7 @@ GUARD_TYPES = {
     "repetition": RepetitionGuard,
     "length": LengthGuard,
     "grounding": GroundingGuard,
+    "data_values": DataValuesGuard,
     "ending": EndingGuard,
     "word_list": WordListGuard,
 }
@@ -1013,6 +1119,7 @@ class GuardsConfig(Section):
     repetition: RepetitionGuard = field(default_factory=RepetitionGuard)
     length: LengthGuard = field(default_factory=LengthGuard)
     grounding: GroundingGuard = field(default_factory=GroundingGuard)
+    data_values: DataValuesGuard = field(default_factory=DataValuesGuard)
     ending: EndingGuard = field(default_factory=EndingGuard)
     word_list: WordListGuard = field(default_factory=WordListGuard)
 
@@ -1073,6 +1180,7 @@ class GuardsConfig(Section):
                           *(["sentences"] if self.grounding.sentence_threshold is not None else [])],
             "ending": {"punctuation": [], "cut": ["open_endings", "sentences"], "judge": ["open_endings"]}[self.ending.mode],
             "word_list": ["function_words", "list_conjunctions", "sentences"],
+            "data_values": ["sentences"],
         }
         found: dict[str, list[str]] = {}
         for guard in self.enabled:
@@ -1380,6 +1488,11 @@ class SourceStats:
         self.match_keys = [_key(m) for m in match_words(canonical(source))]
         self.match_positions = word_positions(self.match_keys)
         self._source = source
+
+    @functools.cached_property
+    def meaning(self) -> Meaning | None:
+        """The source read as a meaning representation (data-to-text), or None for prose."""
+        return parse_meaning(self._source)
 
     @functools.cached_property
     def content_keys(self) -> list[str]:

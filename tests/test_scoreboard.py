@@ -300,12 +300,10 @@ def test_the_data_to_text_preset_charges_no_honest_output_and_runs_the_scoreboar
     assert set(board["agreement"]["reward"]) == {"informativeness", "naturalness", "quality"}
     charged = {g: (row["outputs_charged"], row["references_charged"]) for g, row in board["guard_cost"].items()
                if not g.startswith("_")}
-    assert set(charged) == {"injection", "repetition", "length", "ending", "word_list", "grounding"}
-    # grounding charges the apologies for a request nothing matches ("there is sorry no information
-    # matching constraints near X": no content word is in `inform(name=none, ...)`), half the sentences
-    # here (every act of the excerpt is one) and 1.2% of BAGEL's; the other guards charge none
-    assert all(c == (0.0, 0.0) for g, c in charged.items() if g != "grounding"), charged
-    assert charged["grounding"] == (0.5, 0.5)
+    assert set(charged) == {"injection", "repetition", "length", "ending", "word_list", "data_values"}
+    # the apologies for a request nothing matches ("there is sorry no information matching constraints
+    # near X") name X and leave one of two values to their own words: no guard charges them
+    assert all(c == (0.0, 0.0) for c in charged.values()), charged
     assert board["damage"]["families"] and board["attacks"]["pairs"] == 2
     assert board["attacks"]["families"]["copy_source"]["win_rate"] is not None
 

@@ -1,0 +1,136 @@
+"""The data_values guard and the meaning representations it reads (judge_reward/meaning.py)."""
+
+import json
+
+import pytest
+
+from judge_reward.config import ConfigError
+from judge_reward.guards import GuardsConfig, SourceStats, apply_guards
+from judge_reward.meaning import mentions, parse_meaning, uses_notation
+
+ACT = "inform(name='Sushi Ran',food=japanese,area='nob hill',kids_allowed=yes,price_range=moderate)"
+
+
+def guards(**settings):
+    return GuardsConfig.from_dict({"data_values": {"enabled": True, **settings}})
+
+
+def charge(text, source=ACT, **settings):
+    report = apply_guards(guards(**settings), text, SourceStats(source))
+    return report.penalties.get("data_values"), report.measured.get("data_values")
+
+
+def test_both_notations_are_read_and_prose_is_not_a_meaning_representation():
+    m = parse_meaning("inform(name='X',area=riverside,near='Y') ?request(food)")
+    assert m.acts == ("inform", "request") and m.slots == (("name", "X"), ("area", "riverside"), ("near", "Y"))
+    e2e = parse_meaning("name[The Eagle], eatType[coffee shop], customer rating[5 out of 5]")
+    assert e2e.acts == () and ("eatType", "coffee shop") in e2e.slots and ("rating", "5 out of 5") in e2e.slots
+    assert parse_meaning("The council voted on Tuesday to close the bridge.") is None
+    choice = parse_meaning("select(near='marina cow hollow or japantown',kids_allowed='yes or no')")
+    assert choice.spoken_values({"yes", "no"}) == ("marina cow hollow", "japantown")
+
+
+@pytest.mark.parametrize("text, value, named", [
+    ("It is in the city centre .", "citycentre", True),        # a joined value in words
+    ("a moderately priced place", "moderate", True),
+    ("sushi ran is open", "Sushi Ran", True),
+    ("X is near the river", "riverside", False),               # said in other words: not named
+    ("Xavier's is cheap", "X", False),                         # a short value is a word of its own
+    ("X is cheap", "X", True),
+    ("a 16 serves food", "a 16", True),
+])
+def test_mentions(text, value, named):
+    assert mentions(text, value) is named
+
+
+def test_notation_is_the_acts_and_slots_as_written_not_their_words():
+    m = parse_meaning(ACT)
+    assert uses_notation("inform ( name = 'Sushi Ran' )", m) and uses_notation("food=japanese", m)
+    assert not uses_notation("Sushi Ran is a name to remember; the food is Japanese.", m)
+
+
+def test_an_honest_sentence_pays_nothing_and_one_value_said_otherwise_is_free():
+    penalty, measured = charge("Sushi Ran is a moderately priced Japanese restaurant in Nob Hill that welcomes kids .")
+    assert penalty == 0.0 and measured["missing"] == [] and measured["values"] == 4
+    # one of four values in other words ("fairly priced"): a quarter missing, under missing_free
+    penalty, measured = charge("Sushi Ran is a fairly priced Japanese restaurant in Nob Hill .")
+    assert penalty == 0.0 and measured["missing"] == ["moderate"]
+
+
+def test_a_sentence_cut_short_or_written_for_other_data_pays_for_what_it_leaves_out():
+    # two of four values gone: (0.5 - 0.34) / (0.67 - 0.34) of the weight
+    penalty, measured = charge("Sushi Ran is a Japanese restaurant")
+    assert measured["missing_share"] == 0.5 and penalty == pytest.approx(4.0 * 0.16 / 0.33)
+    # another act's sentence names none of these values: the full weight
+    penalty, measured = charge("Chenery Park is a cheap place near Glen Park .")
+    assert measured["missing_share"] == 1.0 and penalty == 4.0
+
+
+def test_a_sentence_that_names_none_of_the_data_is_charged_by_the_words_it_holds():
+    real = "Sushi Ran is a moderately priced Japanese restaurant in Nob Hill ."  # 6 words of 4+ letters
+    penalty, measured = charge(f"{real} It is a wonderful choice for everyone .")  # 3 more, naming nothing
+    assert measured["unnamed_sentences"] == ["It is a wonderful choice for everyone ."]
+    assert measured["unnamed_share"] == pytest.approx(3 / 9) and penalty == pytest.approx(4.0 * (3 / 9 - 0.25) / 0.25)
+    penalty, _ = charge(f"{real} It is a wonderful choice for everyone , whatever their taste or budget .")
+    assert penalty == 4.0  # as many words as the real sentence: the full weight
+    penalty, measured = charge(f"I have a restaurant for you . {real}")  # a short opener weighs little
+    assert measured["unnamed_sentences"] == ["I have a restaurant for you ."] and penalty == 0.0
+
+
+def test_two_values_one_said_in_other_words_is_free_but_not_both():
+    act = "inform(name=none,area=citycentre,near='X')"
+    assert charge("There are no places near X in the centre of town .", source=act)[0] == 0.0
+    assert charge("There is a cheap cafe by the river .", source=act)[0] == 4.0
+    assert charge("I recommend Y .", source="inform(name='hakkasan')")[0] == 4.0  # one value: never free
+
+
+def test_the_pasted_act_pays_the_notation_charge_even_with_no_value_to_name():
+    penalty, measured = charge(ACT, notation_weight=3.0)
+    assert measured["notation"] and measured["missing"] == [] and penalty == 3.0  # every value named: notation only
+    penalty, measured = charge("confirm ( area = dont_care )", source="confirm(area=dont_care)", notation_weight=3.0)
+    assert measured == {"values": 0, "notation": True} and penalty == 3.0
+    penalty, _ = charge("Can I confirm you do not mind the area ?", source="confirm(area=dont_care)")
+    assert penalty == 0.0
+
+
+def test_a_prose_source_is_not_measured():
+    report = apply_guards(guards(), "The bridge is closed.", SourceStats("The council closed the bridge."))
+    assert "data_values" not in report.penalties
+
+
+def test_settings_are_checked_with_the_field_named():
+    with pytest.raises(ConfigError, match=r"data_values.missing_full: must be above missing_free \(0.5\), got 0.4"):
+        guards(missing_free=0.5, missing_full=0.4)
+    with pytest.raises(ConfigError, match=r"data_values.unnamed_full: must be above unnamed_free \(0.25\), got 0.2"):
+        guards(unnamed_full=0.2)
+    with pytest.raises(ConfigError, match=r"data_values.unspoken\[0\]: expected non-empty text, got True"):
+        guards(unspoken=[True])
+    with pytest.raises(ConfigError, match=r"repetition.full_at: must be above threshold \(0.1\), got 0.1"):
+        GuardsConfig.from_dict({"repetition": {"enabled": True, "full_at": 0.1}})
+
+
+def test_repetition_full_at_charges_an_output_said_twice_in_full():
+    said = "Sushi Ran is a moderately priced Japanese restaurant in Nob Hill ."
+    twice = f"{said} {said}"
+    base = {"enabled": True, "n": 3, "threshold": 0.1, "weight": 4.0}
+    slow = apply_guards(GuardsConfig.from_dict({"repetition": base}), twice, None).penalties["repetition"]
+    fast = apply_guards(GuardsConfig.from_dict({"repetition": {**base, "full_at": 0.3}}), twice, None).penalties["repetition"]
+    assert slow < 2.0 and fast == 4.0
+    assert apply_guards(GuardsConfig.from_dict({"repetition": {**base, "full_at": 0.3}}), said, None).penalties["repetition"] == 0.0
+
+
+@pytest.mark.parametrize("name, most", [("bagel", 0.04), ("sfres", 0.01)])
+def test_the_preset_charges_few_honest_sentences_on_the_rated_sets(shared_data, name, most):
+    """The shipped data_to_text guard on every system sentence and human reference of BAGEL and SFRES:
+    the share it charges stays at the scoreboard's figures (docs/presets.md)."""
+    from judge_reward.judge import JudgeConfig
+    from judge_reward.reward_config import RewardConfig
+
+    config = RewardConfig.from_dict(JudgeConfig.load("data_to_text").reward).guards
+    only = GuardsConfig.from_dict({"data_values": config.data_values})
+    rows = json.loads((shared_data / "d2t" / f"{name}.json").read_text())
+    texts = [(r["source"], r["system_output"]) for r in rows]
+    texts += [(s, ref) for s, refs in {r["source"]: r["references"] for r in rows}.items() for ref in refs]
+    stats = {s: SourceStats(s) for s, _ in texts}
+    charged = sum(apply_guards(only, t, stats[s]).total > 0 for s, t in texts)
+    assert 0 < charged / len(texts) <= most, charged / len(texts)
