@@ -2,7 +2,7 @@
 
 A reward is judged by what maximises it. Each guard here is a named part of the reward config
 (``reward.guards.<name>``), measures one property of the judged text, and is either a visible
-*penalty term* in the reward (``copy``, ``repetition``, ``length``, ``grounding``, ``ending``, and
+*penalty term* in the reward (``copy``, ``repetition``, ``length``, ``grounding``, ``data_values``, ``ending``, and
 ``copy_credit``, ``information`` and ``likelihood_floor``, which read the judge's token log-probabilities) or a visible
 *rewrite* of the judged text before the judge reads it (``injection``). Nothing changes a judge's
 score silently: :class:`GuardReport` carries what each guard measured, what it did, and what it
@@ -958,10 +958,10 @@ class DataValuesGuard(Guard):
 
     enabled: bool = False
     weight: Weight = 4.0
-    missing_free: FractionBelowOne = 0.34
+    missing_free: FractionBelowOne = 0.5
     """Up to this share of the data's values may go unnamed for free (a value said in other words:
     ``cheap`` as "affordable", ``riverside`` as "by the river")."""
-    missing_full: Fraction = 0.67
+    missing_full: Fraction = 0.75
     free_values: NonNegativeInt = 1
     """This many values may go unnamed for free when ``missing_free`` allows fewer (an act of two
     or three values), but never all of them."""

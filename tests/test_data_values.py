@@ -52,15 +52,19 @@ def test_notation_is_the_acts_and_slots_as_written_not_their_words():
 def test_an_honest_sentence_pays_nothing_and_one_value_said_otherwise_is_free():
     penalty, measured = charge("Sushi Ran is a moderately priced Japanese restaurant in Nob Hill that welcomes kids .")
     assert penalty == 0.0 and measured["missing"] == [] and measured["values"] == 4
-    # one of four values in other words ("fairly priced"): a quarter missing, under missing_free
+    # one of four values in other words ("fairly priced"): a quarter missing, free
     penalty, measured = charge("Sushi Ran is a fairly priced Japanese restaurant in Nob Hill .")
     assert penalty == 0.0 and measured["missing"] == ["moderate"]
 
 
 def test_a_sentence_cut_short_or_written_for_other_data_pays_for_what_it_leaves_out():
-    # two of four values gone: (0.5 - 0.34) / (0.67 - 0.34) of the weight
+    # half the values gone is still free; three of four: the full weight at missing_full (0.75)
     penalty, measured = charge("Sushi Ran is a Japanese restaurant")
-    assert measured["missing_share"] == 0.5 and penalty == pytest.approx(4.0 * 0.16 / 0.33)
+    assert measured["missing_share"] == 0.5 and penalty == 0.0
+    penalty, measured = charge("Sushi Ran is a Japanese restaurant", missing_free=0.25, missing_full=0.75)
+    assert penalty == pytest.approx(4.0 * 0.25 / 0.5)
+    penalty, measured = charge("Sushi Ran is a restaurant")
+    assert measured["missing_share"] == 0.75 and penalty == 4.0
     # another act's sentence names none of these values: the full weight
     penalty, measured = charge("Chenery Park is a cheap place near Glen Park .")
     assert measured["missing_share"] == 1.0 and penalty == 4.0
@@ -100,7 +104,7 @@ def test_a_prose_source_is_not_measured():
 
 def test_settings_are_checked_with_the_field_named():
     with pytest.raises(ConfigError, match=r"data_values.missing_full: must be above missing_free \(0.5\), got 0.4"):
-        guards(missing_free=0.5, missing_full=0.4)
+        guards(missing_full=0.4)
     with pytest.raises(ConfigError, match=r"data_values.unnamed_full: must be above unnamed_free \(0.25\), got 0.2"):
         guards(unnamed_full=0.2)
     with pytest.raises(ConfigError, match=r"data_values.unspoken\[0\]: expected non-empty text, got True"):
@@ -119,7 +123,7 @@ def test_repetition_full_at_charges_an_output_said_twice_in_full():
     assert apply_guards(GuardsConfig.from_dict({"repetition": {**base, "full_at": 0.3}}), said, None).penalties["repetition"] == 0.0
 
 
-@pytest.mark.parametrize("name, most", [("bagel", 0.04), ("sfres", 0.01)])
+@pytest.mark.parametrize("name, most", [("bagel", 0.01), ("sfres", 0.01)])
 def test_the_preset_charges_few_honest_sentences_on_the_rated_sets(shared_data, name, most):
     """The shipped data_to_text guard on every system sentence and human reference of BAGEL and SFRES:
     the share it charges stays at the scoreboard's figures (docs/presets.md)."""
@@ -133,4 +137,4 @@ def test_the_preset_charges_few_honest_sentences_on_the_rated_sets(shared_data, 
     texts += [(s, ref) for s, refs in {r["source"]: r["references"] for r in rows}.items() for ref in refs]
     stats = {s: SourceStats(s) for s, _ in texts}
     charged = sum(apply_guards(only, t, stats[s]).total > 0 for s, t in texts)
-    assert 0 < charged / len(texts) <= most, charged / len(texts)
+    assert charged / len(texts) <= most, charged / len(texts)
