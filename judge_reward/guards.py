@@ -47,7 +47,7 @@ from .config import (  # noqa: F401 (ConfigError re-exported)
     Weight,
     build_section,
 )
-from .meaning import Meaning, mentions, parse_meaning, uses_notation
+from .meaning import Meaning, parse_meaning, unnamed_values, uses_notation
 from .sentences import sentence_spans, splits
 from .wordlists import function_words, has_entry, languages, list_conjunctions, number_words, open_endings, phrasing
 
@@ -926,7 +926,7 @@ class DataValuesGuard(Guard):
 
     * **missing values**: ``weight * ramp(m, free, missing_full)``, where ``m`` is the share of the
       data's ``n`` spoken values (:meth:`~judge_reward.meaning.Meaning.spoken_values`) the output
-      does not name (:func:`~judge_reward.meaning.mentions`) and ``free`` is ``missing_free`` or
+      does not name (:func:`~judge_reward.meaning.unnamed_values`) and ``free`` is ``missing_free`` or
       ``free_values`` of them, whichever is more (never all ``n``). A sentence written for other
       data, or one cut short, drops most of them; an honest one seldom drops more than one, said in
       its own words ("centre of town" for ``citycentre``).
@@ -996,15 +996,16 @@ class DataValuesGuard(Guard):
         charges = [self.notation_weight if notation else 0.0]
         if values:
             n = len(values)
-            missing = [v for v in values if not mentions(x.output, v)]
+            missing = unnamed_values(x.words, values)
             share = len(missing) / n
             free = max(self.missing_free, min(self.free_values, n - 1) / n)
             total, unnamed, unnamed_words = 0, [], 0
             for a, b in sentence_spans(x.output, x.language):
                 sentence = x.output[a:b]
-                size = len(content_words(words(sentence), 4))
+                sentence_words = words(sentence)
+                size = len(content_words(sentence_words, 4))
                 total += size
-                if size and not any(mentions(sentence, v) for v in values):
+                if size and len(unnamed_values(sentence_words, values)) == n:
                     unnamed.append(sentence.strip())
                     unnamed_words += size
             unnamed_share = unnamed_words / total if total else 0.0

@@ -3,7 +3,7 @@
 A data-to-text source is structured: a dialogue act such as ``inform(name='X', food=Chinese,
 area=riverside)`` (BAGEL, SFRES) or an attribute list such as ``name[The Eagle], eatType[coffee
 shop]`` (E2E NLG). :func:`parse_meaning` reads either notation into its acts and (slot, value)
-pairs; :func:`mentions` says whether a text names a value. The ``data_values`` guard
+pairs; :func:`unnamed_values` says which values a text does not name. The ``data_values`` guard
 (:class:`judge_reward.guards.DataValuesGuard`) reads both: an output that leaves most of its data
 out, whose sentences name none of it, or that pastes the notation itself.
 
@@ -12,17 +12,17 @@ out, whose sentences name none of it, or that pastes the notation itself.
 (('inform',), (('name', 'Sushi Ran'), ('food', 'japanese'), ('kids_allowed', 'yes')))
 >>> m.spoken_values(unspoken={"yes", "no"})
 ('Sushi Ran', 'japanese')
->>> mentions("sushi ran serves Japanese food .", "Sushi Ran"), mentions("It is in the city centre.", "citycentre")
-(True, True)
+>>> unnamed_values(["sushi", "ran", "is", "in", "the", "city", "centre"], ["Sushi Ran", "citycentre", "japanese"])
+['japanese']
 """
 
 from __future__ import annotations
 
-import functools
 import re
+from typing import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Meaning", "mentions", "parse_meaning", "uses_notation"]
+__all__ = ["Meaning", "parse_meaning", "unnamed_values", "uses_notation"]
 
 _ACT = re.compile(r"(\w+)\s*\(([^()]*)\)")
 _ASSIGNMENT = re.compile(r"(\w+)\s*=\s*('[^']*'|\"[^\"]*\"|[^,;]*)")
@@ -53,7 +53,6 @@ class Meaning:
         return tuple(out)
 
 
-@functools.lru_cache(maxsize=4096)
 def parse_meaning(source: str) -> Meaning | None:
     """The acts and slots of ``source`` in dialogue-act notation (``act(slot=value, ...)``, several
     acts side by side allowed) or attribute-list notation (``slot[value], ...``); ``None`` when the
@@ -68,19 +67,18 @@ def parse_meaning(source: str) -> Meaning | None:
     return None
 
 
-def _folded(text: str) -> tuple[str, frozenset[str]]:
-    tokens = [t.lower() for t in _TOKEN.findall(text)]
-    return "".join(tokens), frozenset(tokens)
+def unnamed_values(text_words: Sequence[str], values: Sequence[str]) -> list[str]:
+    """The ``values`` a text does not name, given its lower-cased words (``judge_reward.guards.words``).
+    A value is named when each of its words of three or more characters occurs in the text's words
+    run together (so ``citycentre`` is found in "city centre", ``moderate`` in "moderately",
+    "Sushi Ran" in "sushi ran") and each shorter one (a delexicalised ``X``, a number) is a word of
+    the text; a value with no word characters is taken as named."""
+    joined, present = "".join(text_words), set(text_words)
 
+    def named(value: str) -> bool:
+        return all((p in joined) if len(p) >= 3 else (p in present) for p in _TOKEN.findall(value.lower()))
 
-def mentions(text: str, value: str) -> bool:
-    """Whether ``text`` names ``value``: each word of the value of three or more characters occurs in
-    the text's words run together in lower case (so ``citycentre`` is found in "city centre",
-    ``moderate`` in "moderately", "Sushi Ran" in "sushi ran"), and each shorter one (a delexicalised
-    ``X``, a number) as a word of its own. A value with no word characters is taken as named."""
-    joined, words = _folded(text)
-    parts = [p.lower() for p in _TOKEN.findall(value)]
-    return all((p in joined) if len(p) >= 3 else (p in words) for p in parts)
+    return [v for v in values if not named(v)]
 
 
 def uses_notation(text: str, meaning: Meaning) -> bool:

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from judge_reward.config import ConfigError
-from judge_reward.guards import GuardsConfig, SourceStats, apply_guards
-from judge_reward.meaning import mentions, parse_meaning, uses_notation
+from judge_reward.guards import GuardsConfig, SourceStats, apply_guards, words
+from judge_reward.meaning import parse_meaning, unnamed_values, uses_notation
 
 ACT = "inform(name='Sushi Ran',food=japanese,area='nob hill',kids_allowed=yes,price_range=moderate)"
 
@@ -39,8 +39,8 @@ def test_both_notations_are_read_and_prose_is_not_a_meaning_representation():
     ("X is cheap", "X", True),
     ("a 16 serves food", "a 16", True),
 ])
-def test_mentions(text, value, named):
-    assert mentions(text, value) is named
+def test_a_value_is_named_by_its_words_run_together(text, value, named):
+    assert (unnamed_values(words(text), [value]) == []) is named
 
 
 def test_notation_is_the_acts_and_slots_as_written_not_their_words():
