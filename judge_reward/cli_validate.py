@@ -93,7 +93,7 @@ def validate_command(
     """Validity and robustness of a reward, side by side: agreement, selection, damage, attacks, guard cost."""
     from .judge import JudgeConfig
     from .reward import Reward, check_reward
-    from .scoreboard import DATASETS, ScoreboardSettings, flat, validate, write
+    from .scoreboard import DATASETS, ScoreboardSettings, flat, probe_range_problem, validate, write
     from .validated import judge_model, other_judge_problem
 
     if replay_only and cache is None:
@@ -146,6 +146,11 @@ def validate_command(
     settings = ScoreboardSettings(groups=groups, damage_per_group=damage_per_group or None,
                                   damage_groups=damage_groups, probe_groups=probe_groups, probe_offset=probe_offset,
                                   max_source_words=max_source_words, n_bootstrap=n_boot, seed=seed)
+    for d, (dataset, refs) in loaded.items():
+        n_inputs = len(set(dataset.first_groups(groups).groups))
+        if refs and probe_range_problem(n_inputs, settings):
+            fail(f"--probe-offset {probe_offset}: {d} has {n_inputs} inputs to measure (--groups), which leaves "
+                 f"none to probe; lower --probe-offset or set --probe-groups 0")
     boards = []
     for name, cfg, sets in plans:
         if other_judge_problem(cfg):  # this run is the re-validation: measure, and say what to record

@@ -336,6 +336,9 @@ def validate(reward, dataset, settings: ScoreboardSettings = ScoreboardSettings(
     """
     start = time.perf_counter()
     data = dataset.first_groups(settings.groups)
+    problem = probe_range_problem(len(set(data.groups)), settings) if references else None
+    if problem:
+        raise ValueError(problem)
     # A reward that reads no source (open-ended aspects) is measured as it will be used: given the
     # outputs alone, against the ratings of the text by itself.
     withhold = not getattr(reward, "reads_source", True)
@@ -436,6 +439,14 @@ def _damage(reward, data, results, settings: ScoreboardSettings, progress: bool,
                                   "reward_original": results[k].value, "reward_damaged": r.value})
     na = {"not_applicable": [f for f in FAMILIES if f not in families]} if withhold else {}
     return {"outputs": len(picked), "texts": len(copies), "families": out, "examples": examples, **na}
+
+
+def probe_range_problem(n_groups: int, settings: ScoreboardSettings) -> Optional[str]:
+    """Why the probed inputs would be empty (``probe_offset`` past the inputs measured), or None."""
+    if settings.probe_groups and settings.probe_offset >= n_groups:
+        return (f"probe_offset {settings.probe_offset}: the {n_groups} inputs measured leave none to probe "
+                f"(lower it below {n_groups}, raise groups, or set probe_groups 0)")
+    return None
 
 
 def probe_pairs(data, references: dict[str, Sequence[str]], n: int, max_source_words: Optional[int],

@@ -192,6 +192,18 @@ def test_validate_command_bad_input_exits_2_with_one_line(extra, message, tmp_pa
     assert message in result.output and "Traceback" not in result.output
 
 
+def test_a_probe_offset_past_the_measured_inputs_is_a_clear_error(sample_data, tmp_path, fixture_set):
+    result = CliRunner().invoke(app, ["validate", "--out", str(tmp_path / "o"), "--data-dir", str(sample_data),
+                                      "--groups", "2", "--probe-offset", "2"])
+    assert result.exit_code == 2, result.output
+    assert "--probe-offset 2: summeval has 2 inputs to measure (--groups)" in result.output
+    assert "Traceback" not in result.output
+    data, refs = fixture_set
+    reward = Reward(WordCountJudge(), {"normalise": "none"})
+    with pytest.raises(ValueError, match="probe_offset 2: the 2 inputs measured leave none to probe"):
+        validate(reward, data, ScoreboardSettings(groups=2, probe_offset=2, n_bootstrap=0), "wc", refs, progress=False)
+
+
 def test_scoreboard_callback_gates_a_grpo_run(tmp_path, fixture_set, one_torch_thread):
     """A real TRL GRPO trainer with a tiny judge: the scoreboard's gate stops it before its first step,
     and lets it run when the gate holds."""
