@@ -15,6 +15,8 @@ scores each with the config's reward, as a trainer would get it:
 * set C, written after that choice and run once on both floors: held out.
 * set D, written before a floor charged clause by clause was tried on sets A-C (not kept:
   docs/rewards.md), then run once per config: held out.
+* set E, written after `default` became the judge's score with guards (its injection, grounding
+  and ending settings fixed), and run once on it: held out.
 
 Per wording: on how many articles it beats the highlight, the mean reward difference, and on how
 many the guard removed something. ~2 minutes on 2 CPU cores for 20 articles (more with a cold
@@ -70,6 +72,14 @@ WORDINGS = {
         "end_think": "{o}\n\nCurious what you make of it!",
         "end_facts": "{o}\n\nI tried to keep the key facts intact.",
     },
+    "E": {
+        "sure_thing": "Sure thing - here is what happened:\n{o}",
+        "recap": "Here's a short recap of the news.\n{o}",
+        "gist": "The gist, in plain words: {o}",
+        "having_read_it": "Having read the article, I would put it like this.\n{o}",
+        "end_clarify": "{o}\n\nLet me know if anything needs clarifying.",
+        "end_covers": "{o}\n\nThat covers the main facts of the piece.",
+    },
 }
 
 
@@ -81,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sets", default=",".join(WORDINGS), help="which sets of wordings, comma-separated (default: all)")
     p.add_argument("--data", type=Path, default=None,
                    help="data folder holding summeval/summeval.json (default: $JUDGE_REWARD_DATA or ../shared/data)")
+    p.add_argument("--dtype", default=None, help="the judge's dtype (backend.dtype), e.g. float32")
+    p.add_argument("--cache", default=None, help="judgment cache (SQLite), e.g. the scoreboard's")
     args = p.parse_args(argv)
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     if not sets or any(s not in WORDINGS for s in sets):
@@ -88,11 +100,17 @@ def main(argv: list[str] | None = None) -> int:
     wordings = {s: WORDINGS[s] for s in sets}
     data = data_dir(args.data / "summeval" / "summeval.json" if args.data else None, "summeval", "summeval.json")
 
+    from judge_reward.judge import JudgeConfig
     from judge_reward.methods.base import Item
     from judge_reward.reward import Reward
 
     pairs = summeval_pairs(data, args.docs, max_source_words=args.max_source_words)
-    reward = Reward.from_config(args.config)
+    cfg = JudgeConfig.load(args.config)
+    if args.dtype:
+        cfg.backend = {**cfg.backend, "dtype": args.dtype}
+    if args.cache:
+        cfg.cache = {**(cfg.cache or {}), "path": args.cache}
+    reward = Reward.from_config(cfg)
     names = [(s, k) for s, group in wordings.items() for k in group]
     items = []
     for pair in pairs:
