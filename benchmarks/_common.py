@@ -26,6 +26,19 @@ def data_dir(explicit: str | Path | None = None, *parts: str) -> Path:
         sys.exit(f"error: {err}")
 
 
+def judge_config(name: str | Path, dtype: str | None = None, cache: str | Path | None = None):
+    """A judge config (built-in name or YAML path) with the judge's dtype and judgment cache a script's
+    ``--dtype`` / ``--cache`` gave (each left as the config has it when None)."""
+    from judge_reward.judge import JudgeConfig
+
+    cfg = JudgeConfig.load(name)
+    if dtype:
+        cfg.backend = {**cfg.backend, "dtype": dtype}
+    if cache:
+        cfg.cache = {**(cfg.cache or {}), "path": str(cache)}
+    return cfg
+
+
 def summeval(n_docs: int | None = None, data: str | Path | None = None) -> list[list[dict]]:
     """The first ``n_docs`` SummEval documents (all when None), each a list of its 16 system
     summaries; ``data`` is an explicit summeval.json, else the data folder's."""

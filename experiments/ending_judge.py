@@ -26,8 +26,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from _common import judge_config  # noqa: E402
 
 
 
@@ -58,17 +63,13 @@ def main() -> None:
 
     from judge_reward.cli_validate import load_rated
     from judge_reward.guards import GuardsConfig, SourceStats, apply_guards, needs_sentence_end
-    from judge_reward.judge import Judge, JudgeConfig
+    from judge_reward.judge import Judge
     from judge_reward.methods.base import Item
     from judge_reward.probes import run_probes
     from judge_reward.scoreboard import attack_tables, probe_pairs
 
     start = time.perf_counter()
-    cfg = JudgeConfig.load(args.config)
-    if args.dtype:
-        cfg.backend = {**cfg.backend, "dtype": args.dtype}
-    if args.cache:
-        cfg.cache = {**(cfg.cache or {}), "path": args.cache}
+    cfg = judge_config(args.config, args.dtype, args.cache)
     judge = Judge(cfg)
     shipped = dict(cfg.reward["guards"]["ending"])
     settings = {f"shipped ({shipped.get('mode')})": {}}
@@ -130,10 +131,9 @@ def main() -> None:
         from judge_reward.reward import Reward
         from judge_reward.scoreboard import _agreement, selection
 
-        acfg = JudgeConfig.load(args.config)
-        acfg.backend = {**acfg.backend, **({"dtype": args.agreement_dtype} if args.agreement_dtype else {})}
+        acfg = judge_config(args.config, args.agreement_dtype, args.agreement_cache)
         # replay only: a text the cache lacks gets a None reward, left out, never judged in another dtype
-        acfg.cache = {**(acfg.cache or {}), "path": args.agreement_cache, "replay_only": True}
+        acfg.cache["replay_only"] = True
         # the text rule here: its charge is swapped below, and a judge-mode guard would ask the
         # agreement cache for sentence-end answers it may not hold (a None reward for each)
         acfg.reward = {**acfg.reward, "guards": {**acfg.reward["guards"],

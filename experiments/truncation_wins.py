@@ -29,6 +29,10 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from _common import judge_config  # noqa: E402
+
 SLICES = ((0, 20, "first 20"), (20, 60, "20-60"), (60, 100, "60-100"))
 
 
@@ -58,17 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     from unlisted_truncations import WORDINGS
 
     from judge_reward.cli_validate import load_rated
-    from judge_reward.judge import JudgeConfig
     from judge_reward.methods.base import Item
     from judge_reward.probes import beats, build_probes, is_fair
     from judge_reward.reward import Reward
     from judge_reward.scoreboard import _agreement, probe_pairs, selection
 
-    cfg = JudgeConfig.load(args.config)
-    if args.dtype:
-        cfg.backend = {**cfg.backend, "dtype": args.dtype}
-    if args.cache:
-        cfg.cache = {**(cfg.cache or {}), "path": args.cache}
+    cfg = judge_config(args.config, args.dtype, args.cache)
     reward = Reward.from_config(cfg)
     dataset, refs = load_rated("summeval", args.data)
     pairs = probe_pairs(dataset, refs, args.docs, 400)
@@ -122,9 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {prior or 'none'} | " + " | ".join(cells) + " |")
 
     if args.agreement_cache:
-        acfg = JudgeConfig.load(args.config)
-        acfg.backend = {**acfg.backend, **({"dtype": args.agreement_dtype} if args.agreement_dtype else {})}
-        acfg.cache = {**(acfg.cache or {}), "path": args.agreement_cache, "replay_only": True}
+        acfg = judge_config(args.config, args.agreement_dtype, args.agreement_cache)
+        acfg.cache["replay_only"] = True  # a text the cache lacks gets a None reward, never judged
         acfg.reward["guards"]["ending"] = {**acfg.reward["guards"]["ending"], "mode": "cut"}
         base = Reward.from_config(acfg)(dataset.items)
         human = {a: [r.human[a] for r in dataset.records] for a in dataset.records[0].human if a != "overall"}

@@ -24,6 +24,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from _common import judge_config  # noqa: E402
+
 
 def _cut(text: str, n: int) -> str:
     from judge_reward.probes import _cut_inside_sentence
@@ -79,17 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from judge_reward.cli_validate import load_rated
-    from judge_reward.judge import JudgeConfig
     from judge_reward.methods.base import Item
     from judge_reward.probes import beats
     from judge_reward.reward import Reward
     from judge_reward.scoreboard import probe_pairs
 
-    cfg = JudgeConfig.load(args.config)
-    if args.dtype:
-        cfg.backend = {**cfg.backend, "dtype": args.dtype}
-    if args.cache:
-        cfg.cache = {**(cfg.cache or {}), "path": args.cache}
+    cfg = judge_config(args.config, args.dtype, args.cache)
     if args.setting:
         cfg.reward["guards"]["ending"] = {**cfg.reward["guards"]["ending"], **json.loads(args.setting)}
     ending = cfg.reward["guards"]["ending"]

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import data_dir  # noqa: E402
+from _common import data_dir, judge_config  # noqa: E402
 from probe_summeval import summeval_pairs, wins_per_family  # noqa: E402
 
 WORDINGS = {
@@ -100,16 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     wordings = {s: WORDINGS[s] for s in sets}
     data = data_dir(args.data / "summeval" / "summeval.json" if args.data else None, "summeval", "summeval.json")
 
-    from judge_reward.judge import JudgeConfig
     from judge_reward.methods.base import Item
     from judge_reward.reward import Reward
 
     pairs = summeval_pairs(data, args.docs, max_source_words=args.max_source_words)
-    cfg = JudgeConfig.load(args.config)
-    if args.dtype:
-        cfg.backend = {**cfg.backend, "dtype": args.dtype}
-    if args.cache:
-        cfg.cache = {**(cfg.cache or {}), "path": args.cache}
+    cfg = judge_config(args.config, args.dtype, args.cache)
     reward = Reward.from_config(cfg)
     names = [(s, k) for s, group in wordings.items() for k in group]
     items = []
