@@ -36,27 +36,25 @@ sys.path.insert(0, str(ROOT / "experiments"))
 from _common import judge_config  # noqa: E402
 
 
-def sentence_gains(result, min_tokens: int) -> list[tuple[str, float]]:
-    """(sentence, mean gain per token) of each sentence of one reward result, averaged over its aspects."""
+def sentence_gains(result, output: str, min_tokens: int) -> list[tuple[str, float]]:
+    """(sentence, mean gain per token) of each sentence of the text the judge read (``output``, or the
+    injection guard's rewrite of it), averaged over the aspects. Tokens are placed on the text as the
+    reward's token terms place them (:func:`judge_reward.guards.token_mask` on ``" " + text``)."""
     from judge_reward.guards import token_mask
     from judge_reward.sentences import sentence_spans
 
-    per_aspect = []
-    for score in result.scores.values():
-        tokens = score.tokens
-        if tokens is None or not tokens.texts:
-            return []
-        text = "".join(tokens.texts).replace("\u2581", " ")
-        rows = []
-        for a, b in sentence_spans(text):
-            inside = token_mask(tokens.texts, [(a, b)])
-            picked = [k for k, m in enumerate(inside) if m]
-            words = [k for k in picked if any(ch.isalnum() for ch in tokens.texts[k])]
-            if len(words) >= min_tokens:
-                gain = float(np.mean([tokens.with_source[k] - tokens.without_source[k] for k in picked]))
-                rows.append((text[a:b].strip(), gain))
-        per_aspect.append(rows)
-    return [(s, float(np.mean([rows[i][1] for rows in per_aspect]))) for i, (s, _) in enumerate(per_aspect[0])]
+    readings = [score.tokens for score in result.scores.values()]
+    if not readings or any(t is None or not t.texts for t in readings):
+        return []
+    text = " " + (result.judged_output or output).strip()
+    pieces = readings[0].texts  # every aspect scores the same output tokens
+    out = []
+    for a, b in sentence_spans(text):
+        picked = [k for k, inside in enumerate(token_mask(pieces, [(a, b)])) if inside]
+        if sum(any(ch.isalnum() for ch in pieces[k]) for k in picked) >= min_tokens:
+            gains = [np.mean([t.with_source[k] - t.without_source[k] for k in picked]) for t in readings]
+            out.append((text[a:b].strip(), float(np.mean(gains))))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,29 +79,28 @@ def main(argv: list[str] | None = None) -> int:
     cfg.reward["aspects"] = list(args.aspects)
     reward = Reward.from_config(cfg)
     dataset, refs = load_rated("summeval", args.data)
-    groups = list(dict.fromkeys(r.group for r in dataset.records))[:args.docs]
-    systems = [r.item for r in dataset.records if r.group in set(groups)]
+    groups = set(list(dict.fromkeys(r.group for r in dataset.records))[:args.docs])
+    systems = [r.item for r in dataset.records if r.group in groups]
     pairs = probe_pairs(dataset, refs, args.docs, args.max_source_words)
 
-    def lowest(texts_and_sources) -> list[float | None]:
-        results = reward([Item(t, s) for t, s in texts_and_sources])
-        out = []
-        for r in results:
-            gains = [g for _, g in sentence_gains(r, args.min_tokens)]
-            out.append(min(gains) if gains else None)
-        return out
+    def gains(items) -> list[list[tuple[str, float]]]:
+        return [sentence_gains(r, it.output, args.min_tokens) for r, it in zip(reward(items), items)]
+
+    def lowest(per_text: list[list[tuple[str, float]]]) -> list[float | None]:
+        return [min(g for _, g in found) if found else None for found in per_text]
 
     def quantiles(values) -> str:
         q = np.quantile(values, [0.01, 0.05, 0.1, 0.5])
         return " / ".join(f"{v:.2f}" for v in q)
 
-    sys_sentences = [g for r in reward(systems) for _, g in sentence_gains(r, args.min_tokens)]
-    hl_sentences = [g for r in reward([Item(p.output, p.source) for p in pairs]) for _, g in sentence_gains(r, args.min_tokens)]
+    highlights = gains([Item(pair.output, pair.source) for pair in pairs])
+    sys_sentences = [g for found in gains(systems) for _, g in found]
+    hl_sentences = [g for found in highlights for _, g in found]
     print(f"information's judge, aspects {args.aspects}; {len(groups)} articles\n")
     print("| sentences of | n | gain quantiles .01 / .05 / .10 / .50 | share below 0 |\n|---|---|---|---|")
     for name, values in (("system outputs", sys_sentences), ("human highlights", hl_sentences)):
         print(f"| {name} | {len(values)} | {quantiles(values)} | {np.mean(np.array(values) < 0):.3f} |")
-    highlight_low = lowest([(p.output, p.source) for p in pairs])
+    highlight_low = lowest(highlights)
 
     rows = []
     for i, pair in enumerate(pairs):
@@ -113,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, template in wordings.items():
             for pair in pairs:
                 rows.append(((f"wrapper set {set_name}", name), template.format(o=pair.output), pair.source))
-    lows = lowest([(t, s) for _, t, s in rows])
+    lows = lowest(gains([Item(t, src) for _, t, src in rows]))
     by: dict[tuple[str, str], list[float]] = {}
     for (key, _, _), low in zip(rows, lows):
         if low is not None:
