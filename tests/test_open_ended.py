@@ -156,7 +156,10 @@ def test_every_task_preset_is_listed_where_the_presets_are_enumerated():
     from judge_reward.config import resolve_config_path
 
     root = Path(__file__).resolve().parents[1]
-    table = re.findall(r"^\| `(\w+)` \|", (root / "docs" / "presets.md").read_text(), flags=re.M)
+    # The presets table is the page's first table: its header row, separator, then one row per preset.
+    page = (root / "docs" / "presets.md").read_text()
+    [first_table] = re.findall(r"^\| preset \|.*?\n((?:\|.*\n)+)", page, flags=re.M)[:1]
+    table = re.findall(r"^\| `(\w+)` \|", first_table, flags=re.M)
     assert table == ["default", "data_to_text", "dialogue", "open_ended"]
     readme = (root / "README.md").read_text()
     [step] = re.findall(r"\*\*A preset\.\*\*(.*?)\*\*Aspects\.\*\*", readme, flags=re.S)
