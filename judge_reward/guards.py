@@ -47,7 +47,7 @@ from .config import (  # noqa: F401 (ConfigError re-exported)
     Weight,
     build_section,
 )
-from .meaning import Meaning, parse_meaning, unnamed_values, uses_notation
+from .meaning import Meaning, named_positions, parse_meaning, unnamed_values, uses_notation
 from .sentences import sentence_spans, splits
 from .wordlists import function_words, has_entry, languages, list_conjunctions, number_words, open_endings, phrasing
 
@@ -753,8 +753,9 @@ class LengthGuard(Guard):
     """Length in words, against a floor and a ceiling relative to the source (and/or absolute).
 
     Too short (a lone colon, an opener with nothing after it): the penalty grows as the output
-    falls from ``min_words`` to 0 words. Too long: it grows from ``max_source_ratio`` x the
-    source's length (or ``max_words``) to twice that.
+    falls from ``min_words`` to 0 words. Too long: it grows from the lowest ceiling (``max_words``,
+    ``max_source_ratio`` x the source's length, ``max_words_base + max_words_per_slot`` x the
+    source's slots) to ``full_at`` x that ceiling.
     """
 
     section_path: ClassVar[str] = "reward.guards.length"
@@ -763,6 +764,15 @@ class LengthGuard(Guard):
     min_words: NonNegativeInt = 5
     max_words: Optional[PositiveInt] = None
     max_source_ratio: Optional[PositiveFloat] = 0.5
+    max_words_per_slot: Optional[PositiveFloat] = None
+    """Data-to-text: a ceiling that grows with the data, ``max_words_base`` plus this many words per
+    (slot, value) pair of the source's meaning representation (:mod:`judge_reward.meaning`; a prose
+    source sets none). What a sentence says about its data takes room in proportion to it: a
+    sentence of filler, praise or invented news appended to a one-slot act (``confirm(kids_allowed=yes)``)
+    doubles its length though it names nothing the guard could miss."""
+    max_words_base: NonNegativeInt = 18
+    full_at: PositiveFloat = 2.0
+    """The over-length charge is paid in full at this multiple of the ceiling (above 1)."""
     weight: Weight = 1.0
     grounded_only: bool = False
     """Against ``min_words``, count only the words outside the sentences ``grounding`` finds
@@ -771,7 +781,12 @@ class LengthGuard(Guard):
     shortfall it removed: probe families ``self_praise``, ``filler``, ``invented_detail``)."""
 
     def requires(self) -> frozenset[str]:
-        return frozenset({"source"}) if self.max_source_ratio is not None else frozenset()
+        needs_source = self.max_source_ratio is not None or self.max_words_per_slot is not None
+        return frozenset({"source"}) if needs_source else frozenset()
+
+    def check(self) -> None:
+        if self.full_at <= 1:
+            raise ConfigError(f"must be above 1 (a multiple of the ceiling), got {self.full_at}", field="full_at")
 
     def measure(self, x: "GuardInput") -> tuple[dict, float]:
         n = len(x.words)
@@ -779,9 +794,12 @@ class LengthGuard(Guard):
         ceilings = [self.max_words] if self.max_words else []
         if self.max_source_ratio is not None and x.source is not None and x.source.words:
             ceilings.append(max(self.min_words, self.max_source_ratio * len(x.source.words)))
+        meaning = x.source.meaning if x.source is not None else None
+        if self.max_words_per_slot is not None and meaning is not None:
+            ceilings.append(max(self.min_words, self.max_words_base + self.max_words_per_slot * len(meaning.slots)))
         ceiling = min(ceilings) if ceilings else None
         short = _ramp(self.min_words - n_short, 0, self.min_words) if self.min_words else 0.0
-        long = _ramp(n, ceiling, 2 * ceiling) if ceiling else 0.0
+        long = _ramp(n, ceiling, self.full_at * ceiling) if ceiling else 0.0
         measured: dict = {"words": n, "ceiling": ceiling}
         if self.grounded_only:
             measured["grounded_words"] = n_short
@@ -933,7 +951,9 @@ class DataValuesGuard(Guard):
     * **sentences that name none of the data**: ``unnamed_weight * ramp(u, unnamed_free, unnamed_full)``,
       where ``u`` is the share of the output's words of four or more characters that stand in
       sentences naming none of the spoken values: filler, praise, an invented aside (a short
-      opener, "I have a restaurant for you .", weighs little).
+      opener, "I have a restaurant for you .", weighs little). A sentence that names some of them
+      adds the words of each stretch of ``unnamed_run`` or more such words between its values:
+      the same filler run on without a full stop.
     * **the notation**: ``notation_weight`` when the output writes the data as it was given
       (``inform(``, ``name=``, ``food[``: :func:`~judge_reward.meaning.uses_notation`).
 
@@ -970,6 +990,11 @@ class DataValuesGuard(Guard):
     unnamed_full: Fraction = 0.5
     """The share of the output's words in sentences naming none of the data at which
     ``unnamed_weight`` is paid in full: a sentence as long as the one about the data beside it."""
+    unnamed_run: Optional[PositiveInt] = 10
+    """Inside a sentence that names some of the data, a stretch of this many words of four or more
+    characters naming none of it counts as unnamed (None: sentences only). Honest sentences
+    about the data run up to 9 such words between values (BAGEL, SFRES: 1 of ~15,000 at 9, none
+    longer); a sentence of filler appended without a full stop runs 10-15."""
     notation_weight: Weight = 4.0
     unspoken: list[Text] = field(default_factory=lambda: ["yes", "no", "none", "dont_care", "dontcare"])
     """Values a text does not name as written (compared in lower case): flags and placeholders of the
@@ -999,21 +1024,40 @@ class DataValuesGuard(Guard):
             missing = unnamed_values(x.words, values)
             share = len(missing) / n
             free = max(self.missing_free, min(self.free_values, n - 1) / n)
-            total, unnamed, unnamed_words = 0, [], 0
+            total, unnamed, runs, unnamed_words = 0, [], [], 0
             for a, b in sentence_spans(x.output, x.language):
                 sentence = x.output[a:b]
                 sentence_words = words(sentence)
-                size = len(content_words(sentence_words, 4))
+                size = len(content_words(sentence_words, 4, language=x.language))
                 total += size
                 if size and len(unnamed_values(sentence_words, values)) == n:
                     unnamed.append(sentence.strip())
                     unnamed_words += size
+                elif size and self.unnamed_run:
+                    for run in self._value_free_runs(sentence_words, values, x.language):
+                        runs.append(" ".join(run))
+                        unnamed_words += sum(is_content_word(w, 4, language=x.language) for w in run)
             unnamed_share = unnamed_words / total if total else 0.0
             measured.update(missing=missing, missing_share=share, unnamed_sentences=unnamed,
-                            unnamed_share=unnamed_share)
+                            unnamed_runs=runs, unnamed_share=unnamed_share)
             charges += [self.weight * _ramp(share, free, max(self.missing_full, min(1.0, free + 1 / n))),
                         self.unnamed_weight * _ramp(unnamed_share, self.unnamed_free, self.unnamed_full)]
         return measured, max(charges)
+
+    def _value_free_runs(self, sentence_words: list[str], values, language: str) -> list[list[str]]:
+        """The stretches of ``sentence_words`` between named values holding ``unnamed_run`` or more
+        words of four or more characters."""
+        named = named_positions(sentence_words, values)
+        runs, current, count = [], [], 0
+        for i, w in enumerate(sentence_words + [None]):
+            if w is None or i in named:
+                if count >= self.unnamed_run:
+                    runs.append(current)
+                current, count = [], 0
+            else:
+                current.append(w)
+                count += is_content_word(w, 4, language=language)
+        return runs
 
 
 @dataclass

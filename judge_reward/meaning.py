@@ -22,7 +22,7 @@ import re
 from typing import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Meaning", "parse_meaning", "unnamed_values", "uses_notation"]
+__all__ = ["Meaning", "named_positions", "parse_meaning", "unnamed_values", "uses_notation"]
 
 _ACT = re.compile(r"(\w+)\s*\(([^()]*)\)")
 _ASSIGNMENT = re.compile(r"(\w+)\s*=\s*('[^']*'|\"[^\"]*\"|[^,;]*)")
@@ -79,6 +79,39 @@ def unnamed_values(text_words: Sequence[str], values: Sequence[str]) -> list[str
         return all((p in joined) if len(p) >= 3 else (p in present) for p in _TOKEN.findall(value.lower()))
 
     return [v for v in values if not named(v)]
+
+
+def named_positions(text_words: Sequence[str], values: Sequence[str]) -> set[int]:
+    """The indices of the words of ``text_words`` (lower-cased) that name one of ``values``, read as
+    :func:`unnamed_values` reads them: a value's words of three or more characters wherever they
+    occur in the words run together (``citycentre`` marks "city" and "centre"), its shorter ones
+    where they are a word of the text. A value not named in full marks nothing.
+
+    >>> named_positions(["x", "is", "in", "the", "city", "centre", "and", "cheap"], ["X", "citycentre", "cheap"])
+    {0, 4, 5, 7}
+    """
+    joined, starts = "", []
+    for w in text_words:
+        starts.append(len(joined))
+        joined += w
+
+    def covering(a: int, b: int) -> set[int]:
+        return {i for i, s in enumerate(starts) if s < b and s + len(text_words[i]) > a}
+
+    marked: set[int] = set()
+    for value in values:
+        parts, found = _TOKEN.findall(value.lower()), set()
+        for p in parts:
+            if len(p) >= 3:
+                hits = set().union(*(covering(m.start(), m.end()) for m in re.finditer(re.escape(p), joined)))
+            else:
+                hits = {i for i, w in enumerate(text_words) if w == p}
+            if not hits:
+                break
+            found |= hits
+        else:
+            marked |= found
+    return marked
 
 
 def uses_notation(text: str, meaning: Meaning) -> bool:

@@ -44,6 +44,7 @@ from .bootstrap import cluster_bootstrap, group_sums
 from .candidates import format_value
 from .data import read_data_text
 from .guards import latin_lookalikes
+from .meaning import parse_meaning
 from .wordlists import function_words
 from .metaeval.datasets import DatasetError, _record, _text_field
 from .methods.base import Item
@@ -529,13 +530,25 @@ def build_probes(pair: Item, others: Sequence[Item | str], aspects: Sequence[Asp
     return probes
 
 
+def same_data(a: str | None, b: str | None) -> bool:
+    """Whether two sources are the same input: equal text, or two meaning representations with the
+    same acts and (slot, value) pairs in another order (``inform(area=riverside,near='X')`` and
+    ``inform(near='X',area=riverside)``), whose outputs are fair answers to each other."""
+    if a == b:
+        return True
+    ma, mb = parse_meaning(a or ""), parse_meaning(b or "")
+    return (ma is not None and mb is not None and sorted(ma.acts) == sorted(mb.acts)
+            and sorted(ma.slots) == sorted(mb.slots))
+
+
 def other_items(pairs: Sequence[Item], index: int, n: int = 3) -> list[Item]:
-    """Up to ``n`` items after ``pairs[index]`` (wrapping round) with another source and output."""
+    """Up to ``n`` items after ``pairs[index]`` (wrapping round) with another source (:func:`same_data`)
+    and another output."""
     me = pairs[index]
     out, seen = [], {me.output.strip()}
     for k in range(1, len(pairs)):
         other = pairs[(index + k) % len(pairs)]
-        if other.source != me.source and other.output.strip() not in seen:
+        if not same_data(other.source, me.source) and other.output.strip() not in seen:
             out.append(other)
             seen.add(other.output.strip())
             if len(out) == n:

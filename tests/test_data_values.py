@@ -81,6 +81,53 @@ def test_a_sentence_that_names_none_of_the_data_is_charged_by_the_words_it_holds
     assert measured["unnamed_sentences"] == ["I have a restaurant for you ."] and penalty == 0.0
 
 
+FILLER = "There are many different factors to consider in a situation like this one and each of them matters"
+
+
+def test_filler_run_on_without_a_full_stop_is_charged_as_an_unnamed_sentence():
+    act = "inform(name='X',eattype=coffeeshop,eattype=restaurant)"
+    assert charge("X is a cafe restaurant", source=act)[0] == 0.0
+    penalty, measured = charge(f"X is a cafe restaurant {FILLER}", source=act)
+    assert measured["unnamed_sentences"] == [] and measured["unnamed_runs"] == [FILLER.lower()]
+    assert penalty == 4.0
+    # with a full stop the filler is a sentence naming nothing: the same charge either way
+    assert charge(f"X is a cafe restaurant . {FILLER} .", source=act)[0] == 4.0
+    assert charge(f"X is a cafe restaurant {FILLER}", source=act, unnamed_run=None)[0] == 0.0
+
+
+def test_an_honest_sentence_with_words_between_its_values_has_no_unnamed_run():
+    # 7 words of four or more letters between "X" and "centre": below unnamed_run (10)
+    act = "inform(name=none,near='X',area=citycentre)"
+    penalty, measured = charge("I regret to tell you that there are no places I know of near X in the centre of town .",
+                               source=act)
+    assert penalty == 0.0 and measured["unnamed_runs"] == []
+    penalty, measured = charge("I regret to tell you that there are no places I know of near X in the centre of town .",
+                               source=act, unnamed_run=5)
+    assert measured["unnamed_runs"] == ["i regret to tell you that there are no places i know of near"]
+    assert penalty > 0
+
+
+def test_the_length_ceiling_grows_with_the_data():
+    def length(text, source, **settings):
+        config = GuardsConfig.from_dict({"length": {"enabled": True, "min_words": 3, "max_source_ratio": None,
+                                                    "max_words_per_slot": 3, "max_words_base": 18, "full_at": 1.5,
+                                                    "weight": 4.0, **settings}})
+        report = apply_guards(config, text, SourceStats(source))
+        return report.penalties["length"], report.measured["length"]["ceiling"]
+
+    one_slot = "confirm(kids_allowed=yes)"
+    honest = "Please confirm , you want a restaurant that allows child -s ?"  # 10 words
+    assert length(honest, one_slot) == (0.0, 21)
+    penalty, _ = length(f"{honest} {FILLER} .", one_slot)  # 28 words: 7 past 21, full at 31.5
+    assert penalty == pytest.approx(4.0 * 7 / 10.5)
+    # five slots leave room for the sentence that names them all
+    assert length(f"{honest} {FILLER} .", ACT) == (0.0, 33)
+    # a prose source has no slots: no data ceiling
+    assert length(f"{honest} {FILLER} .", "The council met on Tuesday.") == (0.0, None)
+    with pytest.raises(ConfigError, match=r"length.full_at: must be above 1"):
+        GuardsConfig.from_dict({"length": {"enabled": True, "full_at": 1.0}})
+
+
 def test_two_values_one_said_in_other_words_is_free_but_not_both():
     act = "inform(name=none,area=citycentre,near='X')"
     assert charge("There are no places near X in the centre of town .", source=act)[0] == 0.0

@@ -154,6 +154,17 @@ def test_other_items_skip_the_same_source_and_the_same_output():
     assert other_items(pairs, 5, n=2) == [PAIRS[0], same_source]
 
 
+def test_other_items_skip_the_same_data_written_in_another_order():
+    """Two dialogue acts with the same slots in another order are one input: each one's sentence is
+    a fair answer to the other, not an off-topic output."""
+    acts = [Item("I know of no venues near X in the city centre .", "inform(name=none,area=citycentre,near='X')"),
+            Item("There is nothing in the centre near X .", "inform(name=none,near='X',area=citycentre)"),
+            Item("X is a cheap restaurant .", "inform(name='X',pricerange=cheap)"),
+            Item("X serves Chinese food .", "inform(name='X',food=Chinese)")]
+    assert other_items(acts, 0) == [acts[2], acts[3]]
+    assert other_items(acts, 2) == [acts[3], acts[0], acts[1]]
+
+
 # -- the numbers --------------------------------------------------------------------------------------
 
 
