@@ -966,8 +966,9 @@ class DataValuesGuard(Guard):
     >>> src = SourceStats("inform(name='Sushi Ran', food=japanese, area='nob hill', kids_allowed=yes)")
     >>> apply_guards(guards, "Sushi Ran is a Japanese place in Nob Hill that welcomes children.", src).total
     0.0
-    >>> apply_guards(guards, "Sushi Ran is a", src).measured["data_values"]["missing"]
-    ['japanese', 'nob hill']
+    >>> cut = apply_guards(guards, "Sushi Ran is a", src).measured["data_values"]
+    >>> ", ".join(cut["missing"])
+    'japanese, nob hill'
     >>> apply_guards(guards, "inform(name='Sushi Ran', food=japanese)", src).total
     4.0
     """
