@@ -1031,13 +1031,16 @@ class DataValuesGuard(Guard):
                 sentence_words = words(sentence)
                 size = len(content_words(sentence_words, 4, language=x.language))
                 total += size
-                if size and len(unnamed_values(sentence_words, values)) == n:
+                if not size:
+                    continue
+                named = named_positions(sentence_words, values)
+                if not named:
                     unnamed.append(sentence.strip())
                     unnamed_words += size
-                elif size and self.unnamed_run:
-                    for run in self._value_free_runs(sentence_words, values, x.language):
-                        runs.append(" ".join(run))
-                        unnamed_words += sum(is_content_word(w, 4, language=x.language) for w in run)
+                elif self.unnamed_run:
+                    for run, run_size in self._value_free_runs(sentence_words, set().union(*named.values()), x.language):
+                        runs.append(run)
+                        unnamed_words += run_size
             unnamed_share = unnamed_words / total if total else 0.0
             measured.update(missing=missing, missing_share=share, unnamed_sentences=unnamed,
                             unnamed_runs=runs, unnamed_share=unnamed_share)
@@ -1045,15 +1048,15 @@ class DataValuesGuard(Guard):
                         self.unnamed_weight * _ramp(unnamed_share, self.unnamed_free, self.unnamed_full)]
         return measured, max(charges)
 
-    def _value_free_runs(self, sentence_words: list[str], values, language: str) -> list[list[str]]:
-        """The stretches of ``sentence_words`` between named values holding ``unnamed_run`` or more
-        words of four or more characters."""
-        named = named_positions(sentence_words, values)
+    def _value_free_runs(self, sentence_words: list[str], named: set[int], language: str) -> list[tuple[str, int]]:
+        """The stretches of ``sentence_words`` between the words at ``named`` (those naming a value)
+        that hold ``unnamed_run`` or more words of four or more characters: each one's text and
+        that count."""
         runs, current, count = [], [], 0
-        for i, w in enumerate(sentence_words + [None]):
+        for i, w in enumerate(sentence_words + [None]):  # None closes the last stretch
             if w is None or i in named:
                 if count >= self.unnamed_run:
-                    runs.append(current)
+                    runs.append((" ".join(current), count))
                 current, count = [], 0
             else:
                 current.append(w)

@@ -73,22 +73,19 @@ def unnamed_values(text_words: Sequence[str], values: Sequence[str]) -> list[str
     run together (so ``citycentre`` is found in "city centre", ``moderate`` in "moderately",
     "Sushi Ran" in "sushi ran") and each shorter one (a delexicalised ``X``, a number) is a word of
     the text; a value with no word characters is taken as named."""
-    joined, present = "".join(text_words), set(text_words)
-
-    def named(value: str) -> bool:
-        return all((p in joined) if len(p) >= 3 else (p in present) for p in _TOKEN.findall(value.lower()))
-
-    return [v for v in values if not named(v)]
+    named = named_positions(text_words, values)
+    return [v for v in values if v not in named]
 
 
-def named_positions(text_words: Sequence[str], values: Sequence[str]) -> set[int]:
-    """The indices of the words of ``text_words`` (lower-cased) that name one of ``values``, read as
-    :func:`unnamed_values` reads them: a value's words of three or more characters wherever they
-    occur in the words run together (``citycentre`` marks "city" and "centre"), its shorter ones
-    where they are a word of the text. A value not named in full marks nothing.
+def named_positions(text_words: Sequence[str], values: Sequence[str]) -> dict[str, set[int]]:
+    """Each of ``values`` the text names (as :func:`unnamed_values` reads them), with the indices of
+    the words of ``text_words`` (lower-cased) that name it: its words of three or more characters
+    wherever they occur in the words run together (``citycentre`` marks "city" and "centre"), its
+    shorter ones where they are a word of the text. A value not named in full is left out; one with
+    no word characters is named by no word.
 
-    >>> named_positions(["x", "is", "in", "the", "city", "centre", "and", "cheap"], ["X", "citycentre", "cheap"])
-    {0, 4, 5, 7}
+    >>> named_positions(["x", "is", "in", "the", "city", "centre"], ["X", "citycentre", "cheap"])
+    {'X': {0}, 'citycentre': {4, 5}}
     """
     joined, starts = "", []
     for w in text_words:
@@ -98,10 +95,10 @@ def named_positions(text_words: Sequence[str], values: Sequence[str]) -> set[int
     def covering(a: int, b: int) -> set[int]:
         return {i for i, s in enumerate(starts) if s < b and s + len(text_words[i]) > a}
 
-    marked: set[int] = set()
+    named: dict[str, set[int]] = {}
     for value in values:
-        parts, found = _TOKEN.findall(value.lower()), set()
-        for p in parts:
+        found: set[int] = set()
+        for p in _TOKEN.findall(value.lower()):
             if len(p) >= 3:
                 hits = set().union(*(covering(m.start(), m.end()) for m in re.finditer(re.escape(p), joined)))
             else:
@@ -110,8 +107,8 @@ def named_positions(text_words: Sequence[str], values: Sequence[str]) -> set[int
                 break
             found |= hits
         else:
-            marked |= found
-    return marked
+            named[value] = found
+    return named
 
 
 def uses_notation(text: str, meaning: Meaning) -> bool:
