@@ -942,9 +942,10 @@ class DataValuesGuard(Guard):
 
     Three charges, the largest of which is paid:
 
-    * **missing values**: ``weight * ramp(m, free, missing_full)``, where ``m`` is the share of the
-      data's ``n`` spoken values (:meth:`~judge_reward.meaning.Meaning.spoken_values`) the output
-      does not name (:func:`~judge_reward.meaning.unnamed_values`) and ``free`` is ``missing_free`` or
+    * **missing values**: ``missing_slope * m + weight * ramp(m, free, missing_full)``, where ``m``
+      is the share of the data's ``n`` spoken values (:meth:`~judge_reward.meaning.Meaning.spoken_values`,
+      one per slot: BAGEL's ``X`` for a venue and the one it is near counts twice) the output does
+      not name (:func:`~judge_reward.meaning.unnamed_values`) and ``free`` is ``missing_free`` or
       ``free_values`` of them, whichever is more (never all ``n``). A sentence written for other
       data, or one cut short, drops most of them; an honest one seldom drops more than one, said in
       its own words ("centre of town" for ``citycentre``).
@@ -974,7 +975,7 @@ class DataValuesGuard(Guard):
     """
 
     section_path: ClassVar[str] = "reward.guards.data_values"
-    charge_fields: ClassVar[tuple[str, ...]] = ("weight", "unnamed_weight", "notation_weight")
+    charge_fields: ClassVar[tuple[str, ...]] = ("weight", "missing_slope", "unnamed_weight", "notation_weight")
     needs: ClassVar[frozenset[str]] = frozenset({"source"})
 
     enabled: bool = False
@@ -996,6 +997,11 @@ class DataValuesGuard(Guard):
     characters naming none of it counts as unnamed (None: sentences only). Honest sentences
     about the data run up to 9 such words between values (BAGEL, SFRES: 1 of ~15,000 at 9, none
     longer); a sentence of filler appended without a full stop runs 10-15."""
+    missing_slope: Weight = 0.0
+    """Added to the missing-values charge: ``missing_slope * m`` from the first value left
+    unnamed, so that of two readings of the same data the one naming fewer of its values scores
+    lower (a sentence cut short, another act's sentence), by less than the judge's spread between
+    honest sentences when only one value is missing. 0: only the ramp."""
     notation_weight: Weight = 4.0
     unspoken: list[Text] = field(default_factory=lambda: ["yes", "no", "none", "dont_care", "dontcare"])
     """Values a text does not name as written (compared in lower case): flags and placeholders of the
@@ -1044,7 +1050,8 @@ class DataValuesGuard(Guard):
             unnamed_share = unnamed_words / total if total else 0.0
             measured.update(missing=missing, missing_share=share, unnamed_sentences=unnamed,
                             unnamed_runs=runs, unnamed_share=unnamed_share)
-            charges += [self.weight * _ramp(share, free, max(self.missing_full, min(1.0, free + 1 / n))),
+            charges += [self.missing_slope * share
+                        + self.weight * _ramp(share, free, max(self.missing_full, min(1.0, free + 1 / n))),
                         self.unnamed_weight * _ramp(unnamed_share, self.unnamed_free, self.unnamed_full)]
         return measured, max(charges)
 

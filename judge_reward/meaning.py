@@ -39,17 +39,23 @@ class Meaning:
     slots: tuple[tuple[str, str], ...]
 
     def spoken_values(self, unspoken=frozenset(), alternatives: str = "or") -> tuple[str, ...]:
-        """The distinct values a text is expected to name: a value written ``a or b`` (a choice put to
-        the user) gives each alternative, and a value in ``unspoken`` (compared in lower case: ``yes``,
-        ``dont_care``, which a text says in its own words or not at all) gives none."""
+        """The values a text is expected to name, one per slot that gives it: a value written ``a or
+        b`` (a choice put to the user) gives each alternative, and a value in ``unspoken`` (compared
+        in lower case: ``yes``, ``dont_care``, which a text says in its own words or not at all)
+        gives none. A value two slots give (BAGEL's delexicalised ``X`` for a venue and the one it
+        is near) is listed twice: a text names both only by saying it twice.
+
+        >>> parse_meaning("inform(name='X', near='X', food=dont_care)").spoken_values({"dont_care"})
+        ('X', 'X')
+        """
         split = re.compile(rf"\s+{re.escape(alternatives)}\s+", re.IGNORECASE) if alternatives else None
         skip = {u.lower() for u in unspoken}
-        out: dict[str, None] = {}
+        out: list[str] = []
         for _, value in self.slots:
             for part in (split.split(value) if split else [value]):
                 part = part.strip()
                 if part and part.lower() not in skip:
-                    out.setdefault(part, None)
+                    out.append(part)
         return tuple(out)
 
 
@@ -72,9 +78,28 @@ def unnamed_values(text_words: Sequence[str], values: Sequence[str]) -> list[str
     A value is named when each of its words of three or more characters occurs in the text's words
     run together (so ``citycentre`` is found in "city centre", ``moderate`` in "moderately",
     "Sushi Ran" in "sushi ran") and each shorter one (a delexicalised ``X``, a number) is a word of
-    the text; a value with no word characters is taken as named."""
+    the text; a value with no word characters is taken as named. A value listed k times is named
+    as many times as the text says it, at most k: "X is a restaurant" names one of ``X, X``.
+
+    >>> unnamed_values(["x", "is", "a", "restaurant"], ["X", "X"])
+    ['X']
+    """
     named = named_positions(text_words, values)
-    return [v for v in values if v not in named]
+    missing, seen = [], {}
+    for v in values:
+        seen[v] = seen.get(v, 0) + 1
+        if v not in named or seen[v] > _times_named(text_words, v):
+            missing.append(v)
+    return missing
+
+
+def _times_named(text_words: Sequence[str], value: str) -> int:
+    """How many times the text says ``value`` (its least frequent word's count, each word of three or
+    more characters counted in the words run together, a shorter one as a word of its own)."""
+    joined = "".join(text_words)
+    counts = [len(re.findall(re.escape(p), joined)) if len(p) >= 3 else sum(w == p for w in text_words)
+              for p in _TOKEN.findall(value.lower())]
+    return min(counts) if counts else 1
 
 
 def named_positions(text_words: Sequence[str], values: Sequence[str]) -> dict[str, set[int]]:
@@ -96,7 +121,7 @@ def named_positions(text_words: Sequence[str], values: Sequence[str]) -> dict[st
         return {i for i, s in enumerate(starts) if s < b and s + len(text_words[i]) > a}
 
     named: dict[str, set[int]] = {}
-    for value in values:
+    for value in dict.fromkeys(values):
         found: set[int] = set()
         for p in _TOKEN.findall(value.lower()):
             if len(p) >= 3:

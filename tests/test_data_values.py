@@ -70,6 +70,29 @@ def test_a_sentence_cut_short_or_written_for_other_data_pays_for_what_it_leaves_
     assert measured["missing_share"] == 1.0 and penalty == 4.0
 
 
+def test_a_value_two_slots_give_is_named_only_by_saying_it_twice():
+    # BAGEL writes every name as X: the venue and the place it is near are two values
+    act = "inform(name='X',type=placetoeat,near='X',food=Chinese,eattype=restaurant)"
+    assert parse_meaning(act).spoken_values({"placetoeat"}) == ("X", "X", "Chinese", "restaurant")
+    penalty, measured = charge("X is a chinese restaurant near X .", act, unspoken=["placetoeat"])
+    assert penalty == 0.0 and measured["missing"] == []
+    _, measured = charge("X is a chinese restaurant", act, unspoken=["placetoeat"])
+    assert measured["missing"] == ["X"] and measured["missing_share"] == 0.25
+    assert unnamed_values(words("X is a restaurant"), ["X", "X", "X"]) == ["X", "X"]
+
+
+def test_missing_slope_charges_every_value_left_out_on_top_of_the_ramp():
+    # one of four values left out: free under the ramp, missing_slope * 1/4 with the slope
+    assert charge("Sushi Ran is a fairly priced Japanese restaurant in Nob Hill .")[0] == 0.0
+    penalty, _ = charge("Sushi Ran is a fairly priced Japanese restaurant in Nob Hill .", missing_slope=2.0)
+    assert penalty == pytest.approx(2.0 * 0.25)
+    # three of four: the ramp's full weight plus the slope's share
+    penalty, _ = charge("Sushi Ran is a restaurant", missing_slope=2.0)
+    assert penalty == pytest.approx(4.0 + 2.0 * 0.75)
+    # the honest sentence that names everything pays nothing whatever the slope
+    assert charge("Sushi Ran is a moderately priced Japanese restaurant in Nob Hill .", missing_slope=8.0)[0] == 0.0
+
+
 def test_a_sentence_that_names_none_of_the_data_is_charged_by_the_words_it_holds():
     real = "Sushi Ran is a moderately priced Japanese restaurant in Nob Hill ."  # 6 words of 4+ letters
     penalty, measured = charge(f"{real} It is a wonderful choice for everyone .")  # 3 more, naming nothing
