@@ -498,6 +498,9 @@ CHAT_SIGN_OFFS = [
     "\n\nIs there anything else I can help you with?",
     " I'd be happy to expand on any part of it.",
     "\nLet me know whether you want a different tone or more detail.",
+    " Thank you so much for your time.",
+    "\n\nSo, that's the gist in short.",
+    "\nThere you have it.",
 ]
 
 
@@ -534,6 +537,9 @@ def test_a_label_heading_after_a_title_line_is_removed_with_chatter_on(heading):
     "Bridge closed\nText messages showed the council knew of the cracks.",
     "In short, the council had no choice but to close the bridge.",  # a connective inside the sentence
     "Briefly, the bridge reopened on Friday before closing again.",
+    "Thanks to the fans for their patience, the club said.",
+    "That is the story of the bridge the council forgot.",
+    "The mayor thanked residents for their patience.",
 ])
 def test_ordinary_news_sentences_are_kept_with_chatter_on(honest):
     assert neutralise(honest, CHATTER) == (honest, [])
@@ -546,6 +552,7 @@ def test_ordinary_news_sentences_are_kept_with_chatter_on(honest):
     "Okay, that is interesting. Did you know he played guitar too?",
     "Here is a fun fact: Jupiter has at least 80 moons.",
     "Let me know when you see it, I think you would enjoy it.",
+    "Thanks for chatting with me, have a great day!",
 ])
 def test_dialogue_replies_are_kept_with_chatter_on(reply):
     topical = load_aspects("topical_chat")
@@ -1269,6 +1276,7 @@ def test_embedded_judge_default_config_a_copied_source_and_a_fake_form_do_not_be
     ("The council closed the bridge on", True),
     ("The council closed the bridge and the", True),
     ("The council said that the bridge,", True),
+    ("X is a restaurant in the centre of town near", True),  # a preposition waiting for its place
     ("He called it ' ludicrous . '", False),
     ("The town council voted on Tuesday to close the old river", True),  # the source's sentence goes on
     ("The town council voted on Tuesday to close the old river bridge to cars", False),  # it ends there
