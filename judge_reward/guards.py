@@ -47,7 +47,7 @@ from .config import (  # noqa: F401 (ConfigError re-exported)
     Weight,
     build_section,
 )
-from .meaning import Meaning, named_positions, parse_meaning, unnamed_values, uses_notation
+from .meaning import Meaning, ends_inside_value, named_positions, parse_meaning, unnamed_values, uses_notation
 from .sentences import sentence_spans, splits
 from .wordlists import function_words, has_entry, languages, list_conjunctions, number_words, open_endings, phrasing
 
@@ -259,7 +259,8 @@ def ends_cut(text: str, source: "SourceStats | None" = None, language: str = "en
     """Whether the text stops where no sentence ends: not :func:`ends_complete`, and its last word is
     one that cannot close a sentence in ``language`` (``wordlists/open_endings.yaml``), or it ends on a
     comma, colon, dash or opening bracket, or (given the ``source``) its last words copy a source
-    sentence that goes on after them."""
+    sentence that goes on after them, or stop inside one of the data's values (a meaning
+    representation's: :meth:`SourceStats.stops_mid_sentence`)."""
     text = text.strip()
     if not text or ends_complete(text):
         return False
@@ -1579,7 +1580,13 @@ class SourceStats:
 
     def stops_mid_sentence(self, text_words: Sequence[str], k: int = 4) -> bool:
         """Whether the last ``k`` words of a text follow the source word for word and, wherever they
-        do, the source's sentence goes on after them: a copy cut off mid-sentence."""
+        do, the source's sentence goes on after them: a copy cut off mid-sentence. For data (a
+        meaning representation), whether the text stops inside one of its values
+        (:func:`~judge_reward.meaning.ends_inside_value`: "... called alamo square seafood" for
+        ``name='alamo square seafood grill'``)."""
+        meaning = self.meaning
+        if meaning is not None and meaning.slots and ends_inside_value(text_words, meaning.spoken_values()):
+            return True
         tail = list(text_words[-k:])
         if len(tail) < k:
             return False

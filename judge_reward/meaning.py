@@ -22,12 +22,14 @@ import re
 from typing import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Meaning", "named_positions", "parse_meaning", "unnamed_values", "uses_notation"]
+__all__ = ["Meaning", "ends_inside_value", "named_positions", "parse_meaning", "unnamed_values", "uses_notation"]
 
 _ACT = re.compile(r"(\w+)\s*\(([^()]*)\)")
 _ASSIGNMENT = re.compile(r"(\w+)\s*=\s*('[^']*'|\"[^\"]*\"|[^,;]*)")
 _BRACKETED = re.compile(r"(\w+)\s*\[([^\[\]]*)\]")
 _TOKEN = re.compile(r"\w+")
+_SEPARATORS = re.compile(r"[\s,;|&?]*")  # between items: SFRES writes "inform(...) ?request(...)"
+_BRACKETED_ITEM = re.compile(r"[\w\s]*\[[^\[\]]*\]")  # an item whole: E2E's "customer rating[5 out of 5]"
 
 
 @dataclass(frozen=True)
@@ -64,13 +66,19 @@ def parse_meaning(source: str) -> Meaning | None:
     acts side by side allowed) or attribute-list notation (``slot[value], ...``); ``None`` when the
     source is in neither (prose)."""
     acts = _ACT.findall(source)
-    if acts:
+    if acts and _only(_ACT, source):
         slots = tuple((k, v.strip().strip("'\"").strip()) for _, body in acts for k, v in _ASSIGNMENT.findall(body))
         return Meaning(tuple(name for name, _ in acts), slots)
     bracketed = _BRACKETED.findall(source)
-    if bracketed:
+    if bracketed and _only(_BRACKETED_ITEM, source):
         return Meaning((), tuple((k, v.strip()) for k, v in bracketed))
     return None
+
+
+def _only(notation: re.Pattern, source: str) -> bool:
+    """Whether ``source`` is nothing but ``notation``'s items and separators between them: prose with
+    a bracket in it ("the minister [Ms Smith] said ...") is not data."""
+    return _SEPARATORS.fullmatch(notation.sub("", source)) is not None
 
 
 def unnamed_values(text_words: Sequence[str], values: Sequence[str]) -> list[str]:
@@ -134,6 +142,23 @@ def named_positions(text_words: Sequence[str], values: Sequence[str]) -> dict[st
         else:
             named[value] = found
     return named
+
+
+def ends_inside_value(text_words: Sequence[str], values: Sequence[str]) -> bool:
+    """Whether a text stops inside one of ``values``: its last words (lower-cased) are the first
+    words, not all, of a value of several words, and it does not end with the whole of any value
+    (a text cut inside a name or an address).
+
+    >>> ends_inside_value(["it", "is", "at", "2327", "polk"], ["2327 polk street"])
+    True
+    >>> ends_inside_value(["serves", "arabian"], ["arabian nights restaurant", "arabian"])
+    False
+    """
+    split = [tuple(_TOKEN.findall(v.lower())) for v in values]
+    tail = tuple(text_words)
+    if any(v and tail[-len(v):] == v for v in split):
+        return False
+    return any(tail[-j:] == v[:j] for v in split for j in range(1, len(v)) if j <= len(tail))
 
 
 def uses_notation(text: str, meaning: Meaning) -> bool:

@@ -26,6 +26,9 @@ def test_both_notations_are_read_and_prose_is_not_a_meaning_representation():
     e2e = parse_meaning("name[The Eagle], eatType[coffee shop], customer rating[5 out of 5]")
     assert e2e.acts == () and ("eatType", "coffee shop") in e2e.slots and ("rating", "5 out of 5") in e2e.slots
     assert parse_meaning("The council voted on Tuesday to close the bridge.") is None
+    # prose with a bracket or an aside in it is still prose, not data
+    assert parse_meaning("The minister [Ms Smith] said the bridge (built 1890) would close.") is None
+    assert parse_meaning("Fans in Valencia [on Saturday] saw the rate (x=2) rise.") is None
     choice = parse_meaning("select(near='marina cow hollow or japantown',kids_allowed='yes or no')")
     assert choice.spoken_values({"yes", "no"}) == ("marina cow hollow", "japantown")
 
@@ -91,6 +94,22 @@ def test_missing_slope_charges_every_value_left_out_on_top_of_the_ramp():
     assert penalty == pytest.approx(4.0 + 2.0 * 0.75)
     # the honest sentence that names everything pays nothing whatever the slope
     assert charge("Sushi Ran is a moderately priced Japanese restaurant in Nob Hill .", missing_slope=8.0)[0] == 0.0
+
+
+def test_a_sentence_stopped_inside_a_value_has_a_cut_ending():
+    from judge_reward.guards import ends_cut
+
+    act = SourceStats("inform(name='aux delices restaurant',address='2327 polk street',food=vietnamese)")
+    assert ends_cut("Aux delices restaurant 's address is 2327 polk", act)
+    assert ends_cut("There is a vietnamese place called aux delices", act)
+    # ending on a whole value, or on a word that is a whole value of its own, is not a cut
+    assert not ends_cut("Aux delices restaurant is at 2327 polk street", act)
+    choice = SourceStats("inform(name='arabian nights restaurant',food=arabian,near='mission terrace or outer mission')")
+    assert not ends_cut("Arabian nights restaurant serves arabian", choice)
+    assert not ends_cut("Arabian nights restaurant is near outer mission", choice)
+    assert ends_cut("Arabian nights restaurant is near mission", choice)
+    ending = GuardsConfig.from_dict({"ending": {"enabled": True, "mode": "cut", "weight": 4.0}})
+    assert apply_guards(ending, "Aux delices restaurant 's address is 2327 polk", act).penalties["ending"] == 4.0
 
 
 def test_a_sentence_that_names_none_of_the_data_is_charged_by_the_words_it_holds():
