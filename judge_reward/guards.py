@@ -1001,8 +1001,9 @@ class DataValuesGuard(Guard):
     missing_slope: Weight = 0.0
     """Added to the missing-values charge: ``missing_slope * m`` from the first value left
     unnamed, so that of two readings of the same data the one naming fewer of its values scores
-    lower (a sentence cut short, another act's sentence), by less than the judge's spread between
-    honest sentences when only one value is missing. 0: only the ramp."""
+    lower (a sentence cut short, another act's sentence). It charges honest sentences that say a
+    value in other words too, so it is an option, not a guard setting: 0 (off) in the preset;
+    its measured cost per data set is in docs/presets.md."""
     notation_weight: Weight = 4.0
     unspoken: list[Text] = field(default_factory=lambda: ["yes", "no", "none", "dont_care", "dontcare"])
     """Values a text does not name as written (compared in lower case): flags and placeholders of the

@@ -96,7 +96,7 @@ def unnamed_values(text_words: Sequence[str], values: Sequence[str]) -> list[str
     missing, seen = [], {}
     for v in values:
         seen[v] = seen.get(v, 0) + 1
-        if v not in named or seen[v] > _times_named(text_words, v):
+        if v not in named or (seen[v] > 1 and seen[v] > _times_named(text_words, v)):
             missing.append(v)
     return missing
 
