@@ -227,3 +227,28 @@ def test_the_preset_charges_few_honest_sentences_on_the_rated_sets(shared_data, 
     stats = {s: SourceStats(s) for s, _ in texts}
     charged = sum(apply_guards(only, t, stats[s]).total > 0 for s, t in texts)
     assert charged / len(texts) <= most, charged / len(texts)
+
+
+def test_the_every_value_example_is_the_preset_with_a_slope():
+    """``examples/data_to_text_every_value.yaml`` differs from ``data_to_text`` only in
+    ``data_values.missing_slope``: a sentence that leaves out one of four values, free under the
+    preset, pays 2 x 1/4 there, and an honest one pays nothing under either."""
+    from pathlib import Path
+
+    from judge_reward.judge import JudgeConfig
+    from judge_reward.reward_config import RewardConfig
+
+    preset = JudgeConfig.load("data_to_text")
+    example = JudgeConfig.load(str(Path(__file__).parents[1] / "examples" / "data_to_text_every_value.yaml"))
+    a, b = RewardConfig.from_dict(preset.reward).guards, RewardConfig.from_dict(example.reward).guards
+    assert b.data_values.missing_slope == 2.0 and a.data_values.missing_slope == 0.0
+    assert {**vars(a.data_values), "missing_slope": 2.0} == vars(b.data_values)
+    assert {n: getattr(a, n) for n in a.enabled if n != "data_values"} == {n: getattr(b, n) for n in b.enabled if n != "data_values"}
+    assert (example.backend, example.aspects_file, example.method) == (preset.backend, preset.aspects_file, preset.method)
+    one_missing = "Sushi Ran is a fairly priced Japanese restaurant in Nob Hill ."
+    only = {"data_values": {"enabled": True}}
+    assert apply_guards(GuardsConfig.from_dict(only), one_missing, SourceStats(ACT)).total == 0.0
+    sloped = GuardsConfig.from_dict({"data_values": {**vars(b.data_values)}})
+    assert apply_guards(sloped, one_missing, SourceStats(ACT)).penalties["data_values"] == pytest.approx(0.5)
+    honest = "Sushi Ran is a moderately priced Japanese restaurant in Nob Hill that welcomes kids ."
+    assert apply_guards(sloped, honest, SourceStats(ACT)).total == 0.0
