@@ -81,6 +81,27 @@ def _only(notation: re.Pattern, source: str) -> bool:
     return _SEPARATORS.fullmatch(notation.sub("", source)) is not None
 
 
+class _Text:
+    """A text's lower-cased words run together, with where each word starts in the run: what a
+    value's words are looked for in."""
+
+    def __init__(self, text_words: Sequence[str]):
+        self.words = list(text_words)
+        self.joined, self.starts = "", []
+        for w in self.words:
+            self.starts.append(len(self.joined))
+            self.joined += w
+
+    def mentions(self, part: str) -> list[set[int]]:
+        """Each mention of one word of a value, as the indices of the text's words it covers: a
+        word of three or more characters wherever it occurs in the words run together
+        (``citycentre`` covers "city" and "centre"), a shorter one where it is a word of the text."""
+        if len(part) < 3:
+            return [{i} for i, w in enumerate(self.words) if w == part]
+        return [{i for i, s in enumerate(self.starts) if s < m.end() and s + len(self.words[i]) > m.start()}
+                for m in re.finditer(re.escape(part), self.joined)]
+
+
 def unnamed_values(text_words: Sequence[str], values: Sequence[str]) -> list[str]:
     """The ``values`` a text does not name, given its lower-cased words (``judge_reward.guards.words``).
     A value is named when each of its words of three or more characters occurs in the text's words
@@ -92,21 +113,20 @@ def unnamed_values(text_words: Sequence[str], values: Sequence[str]) -> list[str
     >>> unnamed_values(["x", "is", "a", "restaurant"], ["X", "X"])
     ['X']
     """
-    named = named_positions(text_words, values)
+    text = _Text(text_words)
+    named = _named_positions(text, values)
     missing, seen = [], {}
     for v in values:
         seen[v] = seen.get(v, 0) + 1
-        if v not in named or (seen[v] > 1 and seen[v] > _times_named(text_words, v)):
+        if v not in named or (seen[v] > 1 and seen[v] > _times_named(text, v)):
             missing.append(v)
     return missing
 
 
-def _times_named(text_words: Sequence[str], value: str) -> int:
-    """How many times the text says ``value`` (its least frequent word's count, each word of three or
-    more characters counted in the words run together, a shorter one as a word of its own)."""
-    joined = "".join(text_words)
-    counts = [len(re.findall(re.escape(p), joined)) if len(p) >= 3 else sum(w == p for w in text_words)
-              for p in _TOKEN.findall(value.lower())]
+def _times_named(text: _Text, value: str) -> int:
+    """How many times the text says ``value``: the count of its least frequent word's mentions
+    (:meth:`_Text.mentions`)."""
+    counts = [len(text.mentions(p)) for p in _TOKEN.findall(value.lower())]
     return min(counts) if counts else 1
 
 
@@ -120,25 +140,18 @@ def named_positions(text_words: Sequence[str], values: Sequence[str]) -> dict[st
     >>> named_positions(["x", "is", "in", "the", "city", "centre"], ["X", "citycentre", "cheap"])
     {'X': {0}, 'citycentre': {4, 5}}
     """
-    joined, starts = "", []
-    for w in text_words:
-        starts.append(len(joined))
-        joined += w
+    return _named_positions(_Text(text_words), values)
 
-    def covering(a: int, b: int) -> set[int]:
-        return {i for i, s in enumerate(starts) if s < b and s + len(text_words[i]) > a}
 
+def _named_positions(text: _Text, values: Sequence[str]) -> dict[str, set[int]]:
     named: dict[str, set[int]] = {}
     for value in dict.fromkeys(values):
         found: set[int] = set()
         for p in _TOKEN.findall(value.lower()):
-            if len(p) >= 3:
-                hits = set().union(*(covering(m.start(), m.end()) for m in re.finditer(re.escape(p), joined)))
-            else:
-                hits = {i for i, w in enumerate(text_words) if w == p}
+            hits = text.mentions(p)
             if not hits:
                 break
-            found |= hits
+            found |= set().union(*hits)
         else:
             named[value] = found
     return named
