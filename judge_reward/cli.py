@@ -121,6 +121,7 @@ def score(
     # config returns for each line, guards included.
     reward = Reward(judge)
     items = [Item(r["output"], r.get("source") or "", r.get("reference"), str(r["id"]) if "id" in r else None) for r in rows]
+    reward.use_inputs([it.source for it in items if it.source])
     out = sys.stdout if str(output) == "-" else output.open("w")
     start, failures, totals, rewarded_any = time.perf_counter(), Counter(), {}, False
     from tqdm.auto import tqdm

@@ -46,13 +46,14 @@ def probe_command(
         fail(f"--n-boot: expected a whole number >= 0, got {n_boot!r}")
     check_output_folder(out, "--out", "probes.json, probes.md and probes.png")
     try:
-        pairs = load_pairs(data)[:limit]  # every line is checked before the model loads
+        every_pair = load_pairs(data)  # every line is checked before the model loads
+        pairs = every_pair[:limit]
     except DatasetError as err:
         fail(str(err))
     try:
         from .reward import Reward
 
-        reward = Reward.from_config(config)
+        reward = Reward.from_config(config).use_inputs([p.source for p in every_pair])
     except ConfigError as err:
         fail(str(err))
     report = run_probes(reward, pairs, chosen, n_boot=n_boot, seed=seed)

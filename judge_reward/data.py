@@ -106,3 +106,30 @@ def read_json_list(path: Path, error: Callable[[str], Exception] = ValueError) -
     if not data:
         raise error(f"{path}: no records")
     return data
+
+
+def read_sources(path: str | Path, error: Callable[[str], Exception] = ValueError) -> list[str]:
+    """The inputs (``source`` texts) a data file holds: a JSON list of records with a ``source``
+    field (or of texts), JSONL records with one, or any other file one input per line. A record
+    without a text ``source`` raises ``error`` naming the file, the record and the field."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        records = [(f"{path}: record {i}", r) for i, r in enumerate(read_json_list(path, error))]
+    elif suffix == ".jsonl":
+        records = []
+        for lineno, line in enumerate(read_data_text(path, error).splitlines(), 1):
+            if line.strip():
+                try:
+                    records.append((f"{path}:{lineno}", json.loads(line)))
+                except json.JSONDecodeError as err:
+                    raise error(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+    else:
+        return [line.strip() for line in read_data_text(path, error).splitlines() if line.strip()]
+    sources = []
+    for where, record in records:
+        text = record.get("source") if isinstance(record, dict) else record
+        if not isinstance(text, str):
+            raise error(f"{where}: field 'source' should be text, got {text!r:.80}")
+        sources.append(text)
+    return sources

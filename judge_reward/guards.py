@@ -32,7 +32,7 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Literal, Optional, Sequence
+from typing import ClassVar, Literal, Optional, Sequence, Union
 
 from .config import (  # noqa: F401 (ConfigError re-exported)
     ConfigError,
@@ -47,7 +47,7 @@ from .config import (  # noqa: F401 (ConfigError re-exported)
     Weight,
     build_section,
 )
-from .meaning import Meaning, ends_inside_value, named_positions, parse_meaning, unnamed_values, uses_notation
+from .meaning import Domain, Meaning, ends_inside_value, named_positions, parse_meaning, unnamed_values, uses_notation
 from .sentences import sentence_spans, splits
 from .wordlists import function_words, has_entry, languages, list_conjunctions, number_words, open_endings, phrasing
 
@@ -941,7 +941,7 @@ class DataValuesGuard(Guard):
     """Data-to-text: an output that leaves out its data, says something else, or pastes the data's
     notation (the source is a meaning representation, :mod:`judge_reward.meaning`).
 
-    Three charges, the largest of which is paid:
+    Three charges, the largest of which is paid, and a fourth paid on top of it:
 
     * **missing values**: ``missing_slope * m + weight * ramp(m, free, missing_full)``, where ``m``
       is the share of the data's ``n`` spoken values (:meth:`~judge_reward.meaning.Meaning.spoken_values`,
@@ -958,6 +958,11 @@ class DataValuesGuard(Guard):
       the same filler run on without a full stop.
     * **the notation**: ``notation_weight`` when the output writes the data as it was given
       (``inform(``, ``name=``, ``food[``: :func:`~judge_reward.meaning.uses_notation`).
+    * **values the data does not give** (with a ``domain``): ``added_weight`` when the output says a
+      value that other inputs of the task give and this one does not (another venue's food, area or
+      price; BAGEL's ``X`` once more than the data has it:
+      :meth:`~judge_reward.meaning.Domain.added_values`). Another act's sentence says them; an
+      honest one does not.
 
     A source that is not a meaning representation is not measured (the guard does not apply); a
     meaning representation with no spoken value (``confirm(area=dont_care)``) is checked for its
@@ -973,10 +978,16 @@ class DataValuesGuard(Guard):
     'japanese, nob hill'
     >>> apply_guards(guards, "inform(name='Sushi Ran', food=japanese)", src).total
     4.0
+    >>> task = GuardsConfig.from_dict({"data_values": {"enabled": True, "domain": [
+    ...     "inform(name='Sushi Ran', food=japanese)", "inform(name='Ananda Fuara', food=vegetarian)"]}})
+    >>> claims = apply_guards(task, "Sushi Ran is a vegetarian place in Nob Hill.", src).measured["data_values"]
+    >>> ", ".join(claims["added"])
+    'vegetarian'
     """
 
     section_path: ClassVar[str] = "reward.guards.data_values"
-    charge_fields: ClassVar[tuple[str, ...]] = ("weight", "missing_slope", "unnamed_weight", "notation_weight")
+    charge_fields: ClassVar[tuple[str, ...]] = ("weight", "missing_slope", "unnamed_weight", "notation_weight",
+                                                "added_weight")
     needs: ClassVar[frozenset[str]] = frozenset({"source"})
 
     enabled: bool = False
@@ -1011,6 +1022,41 @@ class DataValuesGuard(Guard):
     alternatives: str = "or"
     """The word that joins the alternatives of a value offered as a choice (``near='marina or
     japantown'``): each alternative is a value of its own."""
+    domain: Optional[Union[Text, list[Text]]] = None
+    """The task's data, whose values an output must not claim for an input that does not give
+    them: ``inputs`` (the inputs the reward is validated, probed, scored or trained on:
+    ``judge-reward validate``, ``probe``, ``score`` and ``train`` give them, in Python
+    :meth:`judge_reward.Reward.use_inputs`), the path of a file of meaning representations (JSON or
+    JSONL records with a ``source`` field, or one per line), or a list of them. None: not checked."""
+    added_weight: Weight = 4.0
+    """Charged when the output says a value of the ``domain`` its own data does not give."""
+    _domain: Optional[Domain] = field(default=None, init=False, repr=False, compare=False)
+
+    def use_inputs(self, sources: Sequence[str]) -> None:
+        """Read ``sources`` (the task's inputs) as the ``domain`` when it is ``inputs``."""
+        if self.domain == "inputs":
+            self._domain = Domain.from_sources(sources, self.unspoken, self.alternatives)
+
+    def task_domain(self) -> Domain | None:
+        """The ``domain``'s values, read on first use; None when it is not set."""
+        if self.domain is None or self._domain is not None:
+            return self._domain
+        if self.domain == "inputs":
+            raise ConfigError("'inputs' needs the task's inputs, and none were given: run it through "
+                              "judge-reward validate/probe/score/train, call Reward.use_inputs(sources), or "
+                              "give the path of a file of the task's meaning representations",
+                              field="domain").within(self.section_path)
+        if isinstance(self.domain, list):
+            sources = self.domain
+        else:
+            from .data import read_sources  # data reads files; the guards need it only here
+
+            def bad(problem: str) -> ConfigError:
+                return ConfigError(problem, field="domain").within(self.section_path)
+
+            sources = read_sources(self.domain, bad)
+        self._domain = Domain.from_sources(sources, self.unspoken, self.alternatives)
+        return self._domain
 
     def check(self) -> None:
         if self.missing_full <= self.missing_free:
@@ -1028,6 +1074,10 @@ class DataValuesGuard(Guard):
         notation = uses_notation(x.output, meaning)
         measured: dict = {"values": len(values), "notation": notation}
         charges = [self.notation_weight if notation else 0.0]
+        domain = self.task_domain()
+        added = []
+        if domain is not None:
+            added = measured["added"] = domain.added_values(x.words, meaning, self.unspoken, self.alternatives)
         if values:
             n = len(values)
             missing = unnamed_values(x.words, values)
@@ -1055,7 +1105,9 @@ class DataValuesGuard(Guard):
             charges += [self.missing_slope * share
                         + self.weight * _ramp(share, free, max(self.missing_full, min(1.0, free + 1 / n))),
                         self.unnamed_weight * _ramp(unnamed_share, self.unnamed_free, self.unnamed_full)]
-        return measured, max(charges)
+        # a value claimed is another error than one left out: paid on top (a cut copy of a sentence
+        # that claims one still pays for the values it drops)
+        return measured, max(charges) + (self.added_weight if added else 0.0)
 
     def _value_free_runs(self, sentence_words: list[str], named: set[int], language: str) -> list[tuple[str, int]]:
         """The stretches of ``sentence_words`` between the words at ``named`` (those naming a value)

@@ -22,7 +22,7 @@ import re
 from typing import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Meaning", "ends_inside_value", "named_positions", "parse_meaning", "unnamed_values", "uses_notation"]
+__all__ = ["Domain", "Meaning", "ends_inside_value", "named_positions", "parse_meaning", "unnamed_values", "uses_notation"]
 
 _ACT = re.compile(r"(\w+)\s*\(([^()]*)\)")
 _ASSIGNMENT = re.compile(r"(\w+)\s*=\s*('[^']*'|\"[^\"]*\"|[^,;]*)")
@@ -30,6 +30,7 @@ _BRACKETED = re.compile(r"(\w+)\s*\[([^\[\]]*)\]")
 _TOKEN = re.compile(r"\w+")
 _SEPARATORS = re.compile(r"[\s,;|&?]*")  # between items: SFRES writes "inform(...) ?request(...)"
 _BRACKETED_ITEM = re.compile(r"[\w\s]*\[[^\[\]]*\]")  # an item whole: E2E's "customer rating[5 out of 5]"
+_BARE_SLOT = re.compile(r"\w+")  # a slot named without a value: request(food)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class Meaning:
 
     acts: tuple[str, ...]
     slots: tuple[tuple[str, str], ...]
+    asked: tuple[str, ...] = ()
+    """Slots named without a value (``request(food)``, ``select(area)``): a text may list any of
+    their values."""
 
     def spoken_values(self, unspoken=frozenset(), alternatives: str = "or") -> tuple[str, ...]:
         """The values a text is expected to name, one per slot that gives it: a value written ``a or
@@ -68,7 +72,8 @@ def parse_meaning(source: str) -> Meaning | None:
     acts = _ACT.findall(source)
     if acts and _only(_ACT, source):
         slots = tuple((k, v.strip().strip("'\"").strip()) for _, body in acts for k, v in _ASSIGNMENT.findall(body))
-        return Meaning(tuple(name for name, _ in acts), slots)
+        asked = tuple(item.strip() for _, body in acts for item in body.split(",") if _BARE_SLOT.fullmatch(item.strip()))
+        return Meaning(tuple(name for name, _ in acts), slots, asked)
     bracketed = _BRACKETED.findall(source)
     if bracketed and _only(_BRACKETED_ITEM, source):
         return Meaning((), tuple((k, v.strip()) for k, v in bracketed))
@@ -182,3 +187,116 @@ def uses_notation(text: str, meaning: Meaning) -> bool:
     marks = [f"{act.lower()}(" for act in meaning.acts]
     marks += [f"{slot.lower()}{sign}" for slot, _ in meaning.slots for sign in ("=", "[")]
     return any(m in squeezed for m in marks)
+
+
+def _spans(text_words: Sequence[str], value: str, window: int = 3) -> list[set[int]]:
+    """Where a text says ``value`` whole, as the sets of the indices of its words (lower-cased):
+    consecutive words that, run together, are the value's words run together ("city centre" for
+    ``citycentre``, "sea food" or "seafood" for ``sea food``), or, for a value written as one word,
+    two words of three or more characters at most ``window`` words apart that run together the
+    other way round ("centre of the city")."""
+    target = "".join(_TOKEN.findall(value.lower()))
+    out = []
+    if not target:
+        return out
+    for i in range(len(text_words)):
+        run = ""
+        for k in range(i, len(text_words)):
+            run += text_words[k]
+            if run == target:
+                out.append(set(range(i, k + 1)))
+            if not target.startswith(run) or run == target:
+                break
+        if len(text_words[i]) >= 3 and target.endswith(text_words[i]) and " " not in value.strip():
+            head = target[: -len(text_words[i])]
+            out += [{i, j} for j in range(i + 2, min(len(text_words), i + window + 2))
+                    if text_words[j] == head and len(head) >= 3]
+    return out
+
+
+def _related(word: str, words: set[str]) -> bool:
+    """Whether ``word`` is one of ``words`` or, at four or more characters, begins one of them or
+    is begun by one ("shanghainese" and "shanghai", "cafes" and "cafe")."""
+    return word in words or any(len(w) >= 4 and len(word) >= 4 and (word.startswith(w) or w.startswith(word))
+                                for w in words)
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The values a task's data gives, slot by slot: what an output for one input could claim that
+    its own data does not (another venue's food, area or price). Built from the task's inputs
+    (:meth:`from_sources`); read by :meth:`added_values`.
+
+    ``values``: slot -> the values the data gives it (lower case), for the slots given two or more
+    (a slot with one value in the whole task, ``type=restaurant``, is what every text says).
+    ``placeholders``: values given to three or more kinds of slot (BAGEL writes every name, address,
+    phone number and area it hides as ``X``): where the data gives one at most once, each mention
+    stands for one thing, so a text that says it more often names something its data does not.
+    Where the data gives it to several slots the count is not checked: the values it hides may be
+    written as two ("near X and X" for one slot of BAGEL's rated sentences, which its raters rate
+    no lower).
+
+    >>> d = Domain.from_sources(["inform(name='X', food=chinese, area=riverside)",
+    ...                          "inform(name='X', food=indian, near='X', phone='X')"])
+    >>> d.added_values(["x", "is", "an", "indian", "place", "by", "the", "riverside"],
+    ...                parse_meaning("inform(name='X', food=chinese, area=riverside)"))
+    ['indian']
+    >>> d.added_values(["x", "is", "near", "x"], parse_meaning("inform(name='X', food=chinese)"))
+    ['x (said 2 times, the data gives it 1)']
+    """
+
+    values: dict
+    placeholders: frozenset
+
+    @classmethod
+    def from_sources(cls, sources, unspoken=frozenset(), alternatives: str = "or",
+                     placeholder_slots: int = 3) -> "Domain":
+        """The domain of ``sources`` (meaning representations; prose among them is skipped), with
+        the values in ``unspoken`` left out and a value written ``a or b`` split, as
+        :meth:`Meaning.spoken_values` reads them."""
+        given: dict[str, set[str]] = {}
+        for source in sources:
+            meaning = parse_meaning(source)
+            if meaning is None:
+                continue
+            for slot, value in meaning.slots:
+                for part in Meaning((), ((slot, value),)).spoken_values(unspoken, alternatives):
+                    given.setdefault(slot, set()).add(part.lower())
+        slots_of: dict[str, int] = {}
+        for vals in given.values():
+            for v in vals:
+                slots_of[v] = slots_of.get(v, 0) + 1
+        placeholders = frozenset(v for v, n in slots_of.items() if n >= placeholder_slots)
+        values = {slot: frozenset(vals - placeholders) for slot, vals in given.items() if len(vals) >= 2}
+        return cls(values, placeholders)
+
+    def added_values(self, text_words: Sequence[str], meaning: Meaning, unspoken=frozenset(),
+                     alternatives: str = "or") -> list[str]:
+        """The values of the domain a text says that ``meaning`` does not give, given the text's
+        lower-cased words. A value counts where the text says it whole (:func:`_spans`) outside
+        the words that say the data's own values, unless its words are the data's own ("persian"
+        in the name ``alborz persian cuisine``), it is a word of a slot's name ("range" of
+        ``price_range``), or its slot is one the data asks about or leaves open
+        (``request(food)``, ``food=dont_care``: a text may list the choices). A placeholder counts
+        when the text says it more often than the data gives it."""
+        own = [v.lower() for v in meaning.spoken_values(unspoken, alternatives)]
+        own_words = {w for v in own for w in _TOKEN.findall(v)}
+        covered = {i for v in set(own) for span in _spans(text_words, v) for i in span}
+        open_slots = set(meaning.asked) | {slot for slot, value in meaning.slots
+                                           if not Meaning((), ((slot, value),)).spoken_values(unspoken, alternatives)}
+        slot_words = {w for slot in self.values for w in re.split(r"[_\W]+", slot.lower()) if w}
+        added = []
+        for slot, values in self.values.items():
+            if slot in open_slots:
+                continue
+            for value in sorted(values):
+                if (value in own or value in slot_words
+                        or all(_related(w, own_words) for w in _TOKEN.findall(value))):
+                    continue
+                if any(not span <= covered for span in _spans(text_words, value)) and value not in added:
+                    added.append(value)
+        for p in sorted(self.placeholders):
+            said, given = len(_spans(text_words, p)), own.count(p)
+            if said > given <= 1:  # given to several slots, one may be said as two ("near X and X")
+                added.append(f"{p} (said {said} times, the data gives it {given})")
+        return added

@@ -257,6 +257,14 @@ class Reward:
     def aspect_names(self) -> list[str]:
         return [a.name for a in self.aspects]
 
+    def use_inputs(self, sources: Sequence[str]) -> "Reward":
+        """Tell the guards the task's inputs (``source`` texts): ``data_values.domain: inputs``
+        reads the values they give (what an output for another input must not claim). The
+        commands call it with the data they run on; call it with the training set's sources
+        before training in Python. Returns the reward."""
+        self.guards.data_values.use_inputs(sources)
+        return self
+
     # -- values --------------------------------------------------------------------------------
 
     def normalise(self, value: float, aspect: Aspect) -> float:

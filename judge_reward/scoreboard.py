@@ -335,6 +335,7 @@ def validate(reward, dataset, settings: ScoreboardSettings = ScoreboardSettings(
     groups are probed with their first reference as the real output.
     """
     start = time.perf_counter()
+    reward.use_inputs([it.source for it in dataset.items if it.source])  # the task's data: every input of the set
     data = dataset.first_groups(settings.groups)
     problem = probe_range_problem(len(set(data.groups)), settings) if references else None
     if problem:

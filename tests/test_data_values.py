@@ -6,13 +6,18 @@ import pytest
 
 from judge_reward.config import ConfigError
 from judge_reward.guards import GuardsConfig, SourceStats, apply_guards, words
-from judge_reward.meaning import parse_meaning, unnamed_values, uses_notation
+from judge_reward.meaning import Domain, parse_meaning, unnamed_values, uses_notation
 
 ACT = "inform(name='Sushi Ran',food=japanese,area='nob hill',kids_allowed=yes,price_range=moderate)"
 
 
 def guards(**settings):
     return GuardsConfig.from_dict({"data_values": {"enabled": True, **settings}})
+
+
+def public(section) -> dict:
+    """A section's fields as a config gives them (not what it read on first use)."""
+    return {k: v for k, v in vars(section).items() if not k.startswith("_")}
 
 
 def charge(text, source=ACT, **settings):
@@ -222,6 +227,7 @@ def test_the_preset_charges_few_honest_sentences_on_the_rated_sets(shared_data, 
     config = RewardConfig.from_dict(JudgeConfig.load("data_to_text").reward).guards
     only = GuardsConfig.from_dict({"data_values": config.data_values})
     rows = json.loads((shared_data / "d2t" / f"{name}.json").read_text())
+    only.data_values.use_inputs([r["source"] for r in rows])  # domain: inputs, as validate gives them
     texts = [(r["source"], r["system_output"]) for r in rows]
     texts += [(s, ref) for s, refs in {r["source"]: r["references"] for r in rows}.items() for ref in refs]
     stats = {s: SourceStats(s) for s, _ in texts}
@@ -242,13 +248,159 @@ def test_the_every_value_example_is_the_preset_with_a_slope():
     example = JudgeConfig.load(str(Path(__file__).parents[1] / "examples" / "data_to_text_every_value.yaml"))
     a, b = RewardConfig.from_dict(preset.reward).guards, RewardConfig.from_dict(example.reward).guards
     assert b.data_values.missing_slope == 2.0 and a.data_values.missing_slope == 0.0
-    assert {**vars(a.data_values), "missing_slope": 2.0} == vars(b.data_values)
+    assert {**public(a.data_values), "missing_slope": 2.0} == public(b.data_values)
     assert {n: getattr(a, n) for n in a.enabled if n != "data_values"} == {n: getattr(b, n) for n in b.enabled if n != "data_values"}
     assert (example.backend, example.aspects_file, example.method) == (preset.backend, preset.aspects_file, preset.method)
     one_missing = "Sushi Ran is a fairly priced Japanese restaurant in Nob Hill ."
     only = {"data_values": {"enabled": True}}
     assert apply_guards(GuardsConfig.from_dict(only), one_missing, SourceStats(ACT)).total == 0.0
-    sloped = GuardsConfig.from_dict({"data_values": {**vars(b.data_values)}})
+    sloped = GuardsConfig.from_dict({"data_values": {**public(b.data_values), "domain": None}})
     assert apply_guards(sloped, one_missing, SourceStats(ACT)).penalties["data_values"] == pytest.approx(0.5)
     honest = "Sushi Ran is a moderately priced Japanese restaurant in Nob Hill that welcomes kids ."
     assert apply_guards(sloped, honest, SourceStats(ACT)).total == 0.0
+
+
+# -- values the data does not give (data_values.domain) ----------------------------------------------
+
+TASK = [
+    "inform(name='Sushi Ran', food=japanese, area='nob hill', price_range=moderate)",
+    "inform(name='Ananda Fuara', food=vegetarian, area='civic center', price_range=cheap)",
+    "inform(name='Alborz Persian Cuisine', food=persian, area='nob hill', price_range=moderate)",
+    "inform(type=restaurant, count='12', area=citycentre)",
+    "request(food)",
+]
+
+
+def test_the_domain_is_the_values_each_slot_takes_across_the_task():
+    d = Domain.from_sources(TASK + ["The council met on Tuesday."], unspoken={"dont_care"})
+    assert d.values["food"] == {"japanese", "vegetarian", "persian"}
+    assert d.values["area"] == {"nob hill", "civic center", "citycentre"}
+    assert "type" not in d.values  # one value in the whole task: nothing another could contradict
+    assert d.placeholders == frozenset()
+    bagel = Domain.from_sources(["inform(name='X', near='X', food=chinese)", "inform(name='X', addr='X', food=indian)",
+                                 "inform(name='X', phone='X', area=riverside)"])
+    assert bagel.placeholders == {"x"} and "x" not in bagel.values.get("near", set())
+
+
+@pytest.mark.parametrize("text, source, added", [
+    # another venue's food, area or price
+    ("Sushi Ran is a vegetarian place in Nob Hill.", TASK[0], ["vegetarian"]),
+    ("Sushi Ran, in Civic Center, serves Japanese food.", TASK[0], ["civic center"]),
+    ("Sushi Ran is a cheap Japanese place.", TASK[0], ["cheap"]),
+    # a joined value said in words, either way round
+    ("Sushi Ran is in the centre of the city.", TASK[0], ["citycentre"]),
+    ("Sushi Ran is in the city centre.", TASK[0], ["citycentre"]),
+    # the honest sentence, and what it may say without claiming another value
+    ("Sushi Ran is a moderately priced Japanese restaurant in Nob Hill.", TASK[0], []),
+    ("Alborz Persian Cuisine serves Persian food at a moderate price.", TASK[2], []),   # a value inside the name
+    ("Alborz Persian Cuisine is in the moderate price range.", TASK[2], []),
+    ("Do you want Japanese, vegetarian or Persian food?", TASK[4], []),                   # the slot is asked about
+    ("Any food will do in Nob Hill?", "inform(area='nob hill', food=dont_care)", []),
+])
+def test_added_values_are_other_inputs_values_said_outside_the_datas_own(text, source, added):
+    d = Domain.from_sources(TASK, unspoken={"dont_care"})
+    assert d.added_values(words(text), parse_meaning(source), {"dont_care"}) == added
+
+
+def test_a_placeholder_said_more_often_than_the_data_gives_it_once_names_something_else():
+    d = Domain.from_sources(["inform(name='X', near='X', food=chinese)", "inform(name='X', addr='X', food=indian)",
+                             "inform(name='X', phone='X', area=riverside)", "inform(name='X', eattype=restaurant)"])
+    one = parse_meaning("inform(name='X', eattype=restaurant)")
+    assert d.added_values(words("X is a restaurant."), one) == []
+    assert d.added_values(words("X is a restaurant at X."), one) == ["x (said 2 times, the data gives it 1)"]
+    # given to two slots, a text may write one of them as two ("near X and X"): not counted
+    two = parse_meaning("inform(name='X', near='X', food=chinese)")
+    assert d.added_values(words("X is a chinese restaurant near X and X."), two) == []
+
+
+def test_the_guard_charges_an_added_value_from_a_domain_given_inline_or_as_a_file(tmp_path):
+    source = SourceStats(TASK[0])
+    other = "Sushi Ran is a vegetarian place in Nob Hill."
+    honest = "Sushi Ran is a moderately priced Japanese restaurant in Nob Hill."
+    assert charge(other, TASK[0])[0] == 0.0  # no domain: not checked
+    penalty, measured = charge(other, TASK[0], domain=TASK, added_weight=3.0)
+    assert penalty == 3.0 and measured["added"] == ["vegetarian"]
+    assert charge(honest, TASK[0], domain=TASK)[0] == 0.0
+    # a value claimed is paid on top of the values left out (3 of 4: the full weight)
+    assert charge("Sushi Ran is vegetarian.", TASK[0], domain=TASK)[0] == 8.0
+    files = {"task.json": json.dumps([{"source": s} for s in TASK]),
+             "task.jsonl": "\n".join(json.dumps({"source": s, "output": "-"}) for s in TASK),
+             "task.txt": "\n".join(TASK)}
+    for name, content in files.items():
+        (tmp_path / name).write_text(content)
+        config = guards(domain=str(tmp_path / name))
+        assert apply_guards(config, other, source).penalties["data_values"] == 4.0, name
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"source": TASK[0]}) + "\n" + json.dumps({"output": "no source"}) + "\n")
+    with pytest.raises(ConfigError, match=r"reward.guards.data_values.domain: .*bad.jsonl:2: field 'source' should be text"):
+        apply_guards(guards(domain=str(bad)), other, source)
+    with pytest.raises(ConfigError, match=r"reward.guards.data_values.domain: .*missing.json: no such file"):
+        apply_guards(guards(domain=str(tmp_path / "missing.json")), other, source)
+
+
+def test_domain_inputs_needs_the_inputs_and_refuses_to_guess():
+    config = guards(domain="inputs")
+    with pytest.raises(ConfigError, match=r"reward.guards.data_values.domain: 'inputs' needs the task's inputs"):
+        apply_guards(config, "Sushi Ran is a vegetarian place.", SourceStats(TASK[0]))
+    config.data_values.use_inputs(TASK)
+    assert apply_guards(config, "Sushi Ran is a vegetarian place in Nob Hill.", SourceStats(TASK[0])).penalties["data_values"] == 4.0
+    # a copy scaled to another judge's units reads its inputs again (the scaled charge applies)
+    scaled = config.scaled(0.5)
+    scaled.data_values.use_inputs(TASK)
+    assert apply_guards(scaled, "Sushi Ran is a vegetarian place in Nob Hill.", SourceStats(TASK[0])).penalties["data_values"] == 2.0
+
+
+def test_the_reward_hands_its_inputs_to_the_guard(tmp_path, one_torch_thread):
+    """``Reward.use_inputs``: the preset's ``domain: inputs`` on a tiny judge. Without the inputs the
+    reward says so; with them, another act's value costs ``added_weight`` and the honest sentence
+    nothing of it."""
+    from tiny_models import save_judge_config
+
+    from judge_reward import Item, JudgeConfig, Reward
+
+    preset = JudgeConfig.load("data_to_text")
+    assert preset.reward["guards"]["data_values"]["domain"] == "inputs"
+    config = save_judge_config(tmp_path, "char", aspects_file="gptscore_data_to_text", gptscore={"reduce": "mean"},
+                               reward=preset.reward)
+    reward = Reward.from_config(str(config))
+    other = Item("Sushi Ran is a vegetarian place in Nob Hill.", TASK[0])
+    with pytest.raises(ConfigError, match="'inputs' needs the task's inputs"):
+        reward([other])
+    assert reward.use_inputs(TASK) is reward
+    [charged, honest] = reward([other, Item("Sushi Ran is a moderately priced Japanese restaurant in Nob Hill.", TASK[0])])
+    assert charged.guards["data_values"]["added"] == ["vegetarian"] and charged.components["guard/data_values"] == 4.0
+    assert honest.guards["data_values"]["added"] == [] and honest.components.get("guard/data_values", 0.0) == 0.0
+    # the TRL reward function: the training set's sources, then the call TRL makes
+    from judge_reward.trainers import JudgeReward
+
+    trl = JudgeReward(reward.judge)
+    assert trl.use_inputs(TASK) is trl
+    texts = [other.output, "Sushi Ran is a moderately priced Japanese restaurant in Nob Hill."]
+    values = trl(prompts=["Describe the data."] * 2, completions=texts, source=[TASK[0]] * 2)
+    assert values == pytest.approx([charged.value, honest.value])  # the added value charged as above
+
+
+def test_probe_reads_the_pairs_file_as_the_task(tmp_path, one_torch_thread):
+    """``judge-reward probe`` gives the preset's ``domain: inputs`` the pairs' sources: another act's
+    sentence that claims a food this act does not give pays ``added_weight``."""
+    from typer.testing import CliRunner
+    from tiny_models import save_judge_config
+
+    from judge_reward.cli import app
+    from judge_reward.judge import JudgeConfig
+
+    outputs = ["Sushi Ran is a moderately priced Japanese restaurant in Nob Hill .",
+               "Ananda Fuara is a cheap vegetarian restaurant in Civic Center ."]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("\n".join(json.dumps({"source": s, "output": o}) for s, o in zip(TASK, outputs)) + "\n")
+    config = save_judge_config(tmp_path, "char", aspects_file="gptscore_data_to_text", gptscore={"reduce": "mean"},
+                               reward=JudgeConfig.load("data_to_text").reward)
+    out = tmp_path / "probes"
+    result = CliRunner().invoke(app, ["probe", "--config", str(config), "--data", str(pairs), "--families", "off_topic",
+                                      "--n-boot", "0", "--out", str(out)])
+    assert result.exit_code in (0, 1), result.output
+    items = json.loads((out / "probes.json").read_text())["items"]
+    for item, other in zip(items, reversed(outputs)):
+        [probe] = item["probes"]
+        assert probe["output"] == other and probe["components"]["guard/data_values"] >= 4.0
+        assert item["components"].get("guard/data_values", 0.0) == 0.0

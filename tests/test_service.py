@@ -587,3 +587,12 @@ def test_reward_function_sends_the_prompt_as_source_only_when_the_service_reward
         [judged] = asyncio.run(ServiceRewardFunction(url=strict.url, source_column="article")(
             **call, article=["The council met on Tuesday and approved a new park by the river."]))
         assert judged is not None
+
+
+def test_a_reward_that_needs_the_tasks_inputs_refuses_to_serve():
+    """``data_values.domain: inputs`` is the data a command runs on; a server has none, so it
+    refuses at start-up and says to give a file instead."""
+    judge = tiny_judge(method="gptscore")
+    judge.config.reward = {"normalise": "none", "guards": {"data_values": {"enabled": True, "domain": "inputs"}}}
+    with pytest.raises(RuntimeError, match=r"reward.guards.data_values.domain: 'inputs' is the data a command runs on"):
+        serve(judge).start()

@@ -138,6 +138,12 @@ class ServiceState:
                 raw["normalise"] = self.config.normalise
             try:
                 self._rewards[key] = Reward(judge, RewardConfig.from_dict(raw))
+                data_values = self._rewards[key].guards.data_values
+                if data_values.enabled and data_values.domain == "inputs":
+                    del self._rewards[key]
+                    raise ConfigError("'inputs' is the data a command runs on, and a server sees one request at a "
+                                      "time: give the path of a file of the task's meaning representations",
+                                      field="reward.guards.data_values.domain")
             except ConfigError as err:
                 if key == (None, None):
                     raise  # the config's own reward: a start-up error

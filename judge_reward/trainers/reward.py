@@ -197,6 +197,13 @@ class JudgeReward:
             parts.append(GUARDS_PART)
         return [cls(judge, config, scorer=scorer, part=p) for p in parts]
 
+    def use_inputs(self, sources: Sequence[str]) -> "JudgeReward":
+        """The task's inputs (the training set's ``source`` column), for a guard that reads what
+        other inputs give (``data_values.domain: inputs``): :meth:`judge_reward.Reward.use_inputs`.
+        The per-aspect functions share one reward, so one call serves them all. Returns ``self``."""
+        self.reward.use_inputs(sources)
+        return self
+
     # -- values ----------------------------------------------------------------------------------
 
     def value(self, result: RewardResult) -> tuple[float | None, str | None]:

@@ -265,6 +265,8 @@ def build_trainer(config: TrainRunConfig, judge=None, output_dir: str | None = N
         rewards = JudgeReward.per_aspect(judge, reward_config)
     else:
         rewards = [JudgeReward(judge, reward_config)]
+    for reward in rewards:  # the task's data, for a guard that reads what other inputs give (data_values.domain)
+        reward.use_inputs([r["source"] for r in rows if r.get("source")])
     weights = getattr(args, "reward_weights", None)
     if weights is not None and len(weights) != len(rewards):
         raise ConfigError(f"training.reward_weights: {len(weights)} weights for {len(rewards)} reward functions "
