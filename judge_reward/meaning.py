@@ -18,6 +18,7 @@ out, whose sentences name none of it, or that pastes the notation itself.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Sequence
 from dataclasses import dataclass
@@ -189,29 +190,30 @@ def uses_notation(text: str, meaning: Meaning) -> bool:
     return any(m in squeezed for m in marks)
 
 
-def _spans(text_words: Sequence[str], value: str, window: int = 3) -> list[set[int]]:
-    """Where a text says ``value`` whole, as the sets of the indices of its words (lower-cased):
-    consecutive words that, run together, are the value's words run together ("city centre" for
-    ``citycentre``, "sea food" or "seafood" for ``sea food``), or, for a value written as one word,
-    two words of three or more characters at most ``window`` words apart that run together the
-    other way round ("centre of the city")."""
-    target = "".join(_TOKEN.findall(value.lower()))
-    out = []
-    if not target:
-        return out
+def _said(text_words: Sequence[str], longest: int, window: int = 3) -> dict[str, list[set[int]]]:
+    """What a text says, as whole values could be written: each run of up to ``longest`` characters
+    of consecutive words run together ("city centre" -> ``citycentre``), and each pair of words of
+    three or more characters at most ``window`` words apart run together the other way round
+    ("centre of the city" -> ``citycentre``, marked ``~`` to keep it for one-word values), mapped
+    to the sets of the indices of the words that say it."""
+    said: dict[str, list[set[int]]] = {}
     for i in range(len(text_words)):
         run = ""
         for k in range(i, len(text_words)):
             run += text_words[k]
-            if run == target:
-                out.append(set(range(i, k + 1)))
-            if not target.startswith(run) or run == target:
+            if len(run) > longest:
                 break
-        if len(text_words[i]) >= 3 and target.endswith(text_words[i]) and " " not in value.strip():
-            head = target[: -len(text_words[i])]
-            out += [{i, j} for j in range(i + 2, min(len(text_words), i + window + 2))
-                    if text_words[j] == head and len(head) >= 3]
-    return out
+            said.setdefault(run, []).append(set(range(i, k + 1)))
+        if len(text_words[i]) >= 3:
+            for j in range(i + 2, min(len(text_words), i + window + 2)):
+                if len(text_words[j]) >= 3:
+                    said.setdefault("~" + text_words[j] + text_words[i], []).append({i, j})
+    return said
+
+
+def _joined(value: str) -> str:
+    """A value's words run together, lower-cased: how :func:`_said` keys it."""
+    return "".join(_TOKEN.findall(value.lower()))
 
 
 def _related(word: str, words: set[str]) -> bool:
@@ -245,8 +247,15 @@ class Domain:
     ['x (said 2 times, the data gives it 1)']
     """
 
-    values: dict
-    placeholders: frozenset
+    values: dict[str, frozenset[str]]
+    placeholders: frozenset[str]
+
+    @functools.cached_property
+    def longest(self) -> int:
+        """The length of the longest value run together: how far :func:`_said` runs (at least as
+        far as the data's own values)."""
+        return max([len(_joined(v)) for vals in self.values.values() for v in vals]
+                   + [len(_joined(p)) for p in self.placeholders] + [0])
 
     @classmethod
     def from_sources(cls, sources, unspoken=frozenset(), alternatives: str = "or",
@@ -273,7 +282,7 @@ class Domain:
     def added_values(self, text_words: Sequence[str], meaning: Meaning, unspoken=frozenset(),
                      alternatives: str = "or") -> list[str]:
         """The values of the domain a text says that ``meaning`` does not give, given the text's
-        lower-cased words. A value counts where the text says it whole (:func:`_spans`) outside
+        lower-cased words. A value counts where the text says it whole (:func:`_said`) outside
         the words that say the data's own values, unless its words are the data's own ("persian"
         in the name ``alborz persian cuisine``), it is a word of a slot's name ("range" of
         ``price_range``), or its slot is one the data asks about or leaves open
@@ -281,7 +290,13 @@ class Domain:
         when the text says it more often than the data gives it."""
         own = [v.lower() for v in meaning.spoken_values(unspoken, alternatives)]
         own_words = {w for v in own for w in _TOKEN.findall(v)}
-        covered = {i for v in set(own) for span in _spans(text_words, v) for i in span}
+        said = _said(text_words, max([self.longest] + [len(_joined(v)) for v in own]))
+
+        def spans(value: str) -> list[set[int]]:  # where the text says the value whole
+            joined = _joined(value)
+            return said.get(joined, []) + (said.get("~" + joined, []) if " " not in value.strip() else [])
+
+        covered = {i for v in set(own) for span in spans(v) for i in span}
         open_slots = set(meaning.asked) | {slot for slot, value in meaning.slots
                                            if not Meaning((), ((slot, value),)).spoken_values(unspoken, alternatives)}
         slot_words = {w for slot in self.values for w in re.split(r"[_\W]+", slot.lower()) if w}
@@ -293,10 +308,10 @@ class Domain:
                 if (value in own or value in slot_words
                         or all(_related(w, own_words) for w in _TOKEN.findall(value))):
                     continue
-                if any(not span <= covered for span in _spans(text_words, value)) and value not in added:
+                if any(not span <= covered for span in spans(value)) and value not in added:
                     added.append(value)
         for p in sorted(self.placeholders):
-            said, given = len(_spans(text_words, p)), own.count(p)
-            if said > given <= 1:  # given to several slots, one may be said as two ("near X and X")
-                added.append(f"{p} (said {said} times, the data gives it {given})")
+            times, given = len(said.get(_joined(p), [])), own.count(p)
+            if times > given <= 1:  # given to several slots, one may be said as two ("near X and X")
+                added.append(f"{p} (said {times} times, the data gives it {given})")
         return added
