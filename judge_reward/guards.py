@@ -947,7 +947,8 @@ class DataValuesGuard(Guard):
       is the share of the data's ``n`` spoken values (:meth:`~judge_reward.meaning.Meaning.spoken_values`,
       one per slot: BAGEL's ``X`` for a venue and the one it is near counts twice) the output does
       not name (:func:`~judge_reward.meaning.unnamed_values`) and ``free`` is ``missing_free`` or
-      ``free_values`` of them, whichever is more (never all ``n``). A sentence written for other
+      ``free_values`` of them, whichever is more (never all ``n``; none, with ``free_needs_words``,
+      when the output has no word of its own to say them with). A sentence written for other
       data, or one cut short, drops most of them; an honest one seldom drops more than one, said in
       its own words ("centre of town" for ``citycentre``).
     * **sentences that name none of the data**: ``unnamed_weight * ramp(u, unnamed_free, unnamed_full)``,
@@ -1016,6 +1017,12 @@ class DataValuesGuard(Guard):
     value in other words too, so it is an option, not a guard setting: 0 (off) in the preset;
     its measured cost per data set is in docs/presets.md."""
     notation_weight: Weight = 4.0
+    free_needs_words: bool = False
+    """Values left out are free (``missing_free``, ``free_values``) only when the output has a word of
+    its own: a content word (four or more characters, not a function word) naming none of the
+    values, which could say one otherwise ("by the river" for ``riverside``). A sentence of nothing
+    but the data's values, such as one cut after its first ones ("X is a restaurant" for an act
+    that also gives an address), has none, and pays from the first value it leaves out."""
     unspoken: list[Text] = field(default_factory=lambda: ["yes", "no", "none", "dont_care", "dontcare"])
     """Values a text does not name as written (compared in lower case): flags and placeholders of the
     data set's notation. BAGEL adds ``placetoeat`` (``type=placetoeat``, said of every venue)."""
@@ -1083,6 +1090,12 @@ class DataValuesGuard(Guard):
             missing = unnamed_values(x.words, values)
             share = len(missing) / n
             free = max(self.missing_free, min(self.free_values, n - 1) / n)
+            if self.free_needs_words and missing:
+                naming = set().union(*named_positions(x.words, values).values())
+                own_words = sum(is_content_word(w, 4, True, x.language) for i, w in enumerate(x.words) if i not in naming)
+                measured["own_words"] = own_words
+                if not own_words:  # nothing but the data's values: no word that could say the one left out
+                    free = 0.0
             total, unnamed, runs, unnamed_words = 0, [], [], 0
             for a, b in sentence_spans(x.output, x.language):
                 sentence = x.output[a:b]

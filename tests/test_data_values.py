@@ -404,3 +404,18 @@ def test_probe_reads_the_pairs_file_as_the_task(tmp_path, one_torch_thread):
         [probe] = item["probes"]
         assert probe["output"] == other and probe["components"]["guard/data_values"] >= 4.0
         assert item["components"].get("guard/data_values", 0.0) == 0.0
+
+
+def test_free_needs_words_charges_a_sentence_of_nothing_but_the_datas_values():
+    """With ``free_needs_words`` a value left out is free only beside a word of the output's own that
+    could say it: "near the river" keeps its allowance, "X is a restaurant" (cut after its first
+    values) pays from the first value it leaves out."""
+    act = "inform(name='X', eattype=restaurant, area=riverside)"
+    cut, honest = "X is a restaurant", "X is a restaurant near the river ."
+    assert charge(cut, act)[0] == 0.0 and charge(honest, act)[0] == 0.0  # one of three: free by default
+    penalty, measured = charge(cut, act, free_needs_words=True)
+    assert measured["own_words"] == 0 and penalty == pytest.approx(4.0 * (1 / 3) / 0.75)
+    penalty, measured = charge(honest, act, free_needs_words=True)
+    assert measured["own_words"] == 2 and penalty == 0.0  # "near", "river" ("the" is a function word)
+    # every value named: nothing to check
+    assert "own_words" not in charge("X is a restaurant on the riverside .", act, free_needs_words=True)[1]
