@@ -419,3 +419,26 @@ def test_free_needs_words_charges_a_sentence_of_nothing_but_the_datas_values():
     assert measured["own_words"] == 2 and penalty == 0.0  # "near", "river" ("the" is a function word)
     # every value named: nothing to check
     assert "own_words" not in charge("X is a restaurant on the riverside .", act, free_needs_words=True)[1]
+
+
+def test_score_reads_the_scored_file_as_the_task(tmp_path, one_torch_thread):
+    """``judge-reward score`` gives the preset's ``domain: inputs`` the file's sources: the line that
+    claims another act's food carries the added value and its charge."""
+    from typer.testing import CliRunner
+    from tiny_models import save_judge_config
+
+    from judge_reward.cli import app
+    from judge_reward.judge import JudgeConfig
+
+    lines = [{"source": TASK[0], "output": "Sushi Ran is a vegetarian place in Nob Hill ."},
+             {"source": TASK[1], "output": "Ananda Fuara is a cheap vegetarian restaurant in Civic Center ."}]
+    src, out = tmp_path / "items.jsonl", tmp_path / "scored.jsonl"
+    src.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    config = save_judge_config(tmp_path, "char", aspects_file="gptscore_data_to_text", gptscore={"reduce": "mean"},
+                               reward=JudgeConfig.load("data_to_text").reward)
+    result = CliRunner().invoke(app, ["score", str(src), "-o", str(out), "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    claimed, honest = [json.loads(line) for line in out.read_text().splitlines()]
+    assert claimed["guards"]["data_values"]["added"] == ["vegetarian"]
+    assert claimed["reward_components"]["guard/data_values"] >= 4.0
+    assert honest["guards"]["data_values"]["added"] == []
