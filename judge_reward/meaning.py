@@ -287,7 +287,8 @@ class Domain:
         in the name ``alborz persian cuisine``), it is a word of a slot's name ("range" of
         ``price_range``), or its slot is one the data asks about or leaves open
         (``request(food)``, ``food=dont_care``: a text may list the choices). A placeholder counts
-        when the text says it more often than the data gives it."""
+        when the text says it more often than the data gives it, where the data gives it at most
+        once."""
         own = [v.lower() for v in meaning.spoken_values(unspoken, alternatives)]
         own_words = {w for v in own for w in _TOKEN.findall(v)}
         said = _said(text_words, max([self.longest] + [len(_joined(v)) for v in own]))
