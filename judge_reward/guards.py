@@ -1084,7 +1084,7 @@ class DataValuesGuard(Guard):
         domain = self.task_domain()
         added = []
         if domain is not None:
-            added = measured["added"] = domain.added_values(x.words, meaning, self.unspoken, self.alternatives)
+            added = measured["added"] = domain.added_values(x.words, meaning)
         if values:
             n = len(values)
             missing = unnamed_values(x.words, values)

@@ -55,15 +55,20 @@ class Meaning:
         >>> parse_meaning("inform(name='X', near='X', food=dont_care)").spoken_values({"dont_care"})
         ('X', 'X')
         """
+        return tuple(part for _, parts in self.spoken_by_slot(unspoken, alternatives) for part in parts)
+
+    def spoken_by_slot(self, unspoken=frozenset(), alternatives: str = "or") -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """Each (slot, value) pair with the values a text is expected to name for it, as
+        :meth:`spoken_values` reads them (none for a value in ``unspoken``: a choice left open).
+
+        >>> parse_meaning("inform(near='a or b', food=dont_care)").spoken_by_slot({"dont_care"})
+        (('near', ('a', 'b')), ('food', ()))
+        """
         split = re.compile(rf"\s+{re.escape(alternatives)}\s+", re.IGNORECASE) if alternatives else None
         skip = {u.lower() for u in unspoken}
-        out: list[str] = []
-        for _, value in self.slots:
-            for part in (split.split(value) if split else [value]):
-                part = part.strip()
-                if part and part.lower() not in skip:
-                    out.append(part)
-        return tuple(out)
+        return tuple((slot, tuple(part for part in (p.strip() for p in (split.split(value) if split else [value]))
+                                  if part and part.lower() not in skip))
+                     for slot, value in self.slots)
 
 
 def parse_meaning(source: str) -> Meaning | None:
@@ -249,6 +254,15 @@ class Domain:
 
     values: dict[str, frozenset[str]]
     placeholders: frozenset[str]
+    unspoken: frozenset[str] = frozenset()
+    """The values read as unspoken, and the word joining alternatives, as :meth:`from_sources` was
+    given them: a text's own data is read the same way."""
+    alternatives: str = "or"
+
+    @functools.cached_property
+    def slot_words(self) -> frozenset[str]:
+        """The words of the slots' names ("price", "range"): a text names a slot with them."""
+        return frozenset(w for slot in self.values for w in re.split(r"[_\W]+", slot.lower()) if w)
 
     @functools.cached_property
     def longest(self) -> int:
@@ -268,19 +282,18 @@ class Domain:
             meaning = parse_meaning(source)
             if meaning is None:
                 continue
-            for slot, value in meaning.slots:
-                for part in Meaning((), ((slot, value),)).spoken_values(unspoken, alternatives):
-                    given.setdefault(slot, set()).add(part.lower())
+            for slot, parts in meaning.spoken_by_slot(unspoken, alternatives):
+                if parts:
+                    given.setdefault(slot, set()).update(p.lower() for p in parts)
         slots_of: dict[str, int] = {}
         for vals in given.values():
             for v in vals:
                 slots_of[v] = slots_of.get(v, 0) + 1
         placeholders = frozenset(v for v, n in slots_of.items() if n >= placeholder_slots)
         values = {slot: frozenset(vals - placeholders) for slot, vals in given.items() if len(vals) >= 2}
-        return cls(values, placeholders)
+        return cls(values, placeholders, frozenset(u.lower() for u in unspoken), alternatives)
 
-    def added_values(self, text_words: Sequence[str], meaning: Meaning, unspoken=frozenset(),
-                     alternatives: str = "or") -> list[str]:
+    def added_values(self, text_words: Sequence[str], meaning: Meaning) -> list[str]:
         """The values of the domain a text says that ``meaning`` does not give, given the text's
         lower-cased words. A value counts where the text says it whole (:func:`_said`) outside
         the words that say the data's own values, unless its words are the data's own ("persian"
@@ -289,7 +302,8 @@ class Domain:
         (``request(food)``, ``food=dont_care``: a text may list the choices). A placeholder counts
         when the text says it more often than the data gives it, where the data gives it at most
         once."""
-        own = [v.lower() for v in meaning.spoken_values(unspoken, alternatives)]
+        by_slot = meaning.spoken_by_slot(self.unspoken, self.alternatives)
+        own = [part.lower() for _, parts in by_slot for part in parts]
         own_words = {w for v in own for w in _TOKEN.findall(v)}
         said = _said(text_words, max([self.longest] + [len(_joined(v)) for v in own]))
 
@@ -298,15 +312,13 @@ class Domain:
             return said.get(joined, []) + (said.get("~" + joined, []) if " " not in value.strip() else [])
 
         covered = {i for v in set(own) for span in spans(v) for i in span}
-        open_slots = set(meaning.asked) | {slot for slot, value in meaning.slots
-                                           if not Meaning((), ((slot, value),)).spoken_values(unspoken, alternatives)}
-        slot_words = {w for slot in self.values for w in re.split(r"[_\W]+", slot.lower()) if w}
+        open_slots = set(meaning.asked) | {slot for slot, parts in by_slot if not parts}
         added = []
         for slot, values in self.values.items():
             if slot in open_slots:
                 continue
             for value in sorted(values):
-                if (value in own or value in slot_words
+                if (value in own or value in self.slot_words
                         or all(_related(w, own_words) for w in _TOKEN.findall(value))):
                     continue
                 if any(not span <= covered for span in spans(value)) and value not in added:

@@ -299,7 +299,7 @@ def test_the_domain_is_the_values_each_slot_takes_across_the_task():
 ])
 def test_added_values_are_other_inputs_values_said_outside_the_datas_own(text, source, added):
     d = Domain.from_sources(TASK, unspoken={"dont_care"})
-    assert d.added_values(words(text), parse_meaning(source), {"dont_care"}) == added
+    assert d.added_values(words(text), parse_meaning(source)) == added
 
 
 def test_a_placeholder_said_more_often_than_the_data_gives_it_once_names_something_else():
