@@ -216,6 +216,22 @@ def _said(text_words: Sequence[str], longest: int, window: int = 3) -> dict[str,
     return said
 
 
+def _stems(text_words: Sequence[str], min_length: int = 4, ending: int = 3) -> dict[str, list[set[int]]]:
+    """Each word of a text with an ending of up to ``ending`` letters taken off (keeping at least
+    ``min_length``), mapped to where it stands: a one-word value said with an ending of its own
+    ("moderately" for ``moderate``, "italians" for ``italian``), as :func:`unnamed_values` also
+    finds it.
+
+    >>> _stems(["moderately", "priced"])["moderate"]
+    [{0}]
+    """
+    stems: dict[str, list[set[int]]] = {}
+    for i, w in enumerate(text_words):
+        for k in range(max(min_length, len(w) - ending), len(w)):
+            stems.setdefault(w[:k], []).append({i})
+    return stems
+
+
 def _joined(value: str) -> str:
     """A value's words run together, lower-cased: how :func:`_said` keys it."""
     return "".join(_TOKEN.findall(value.lower()))
@@ -295,7 +311,8 @@ class Domain:
 
     def added_values(self, text_words: Sequence[str], meaning: Meaning) -> list[str]:
         """The values of the domain a text says that ``meaning`` does not give, given the text's
-        lower-cased words. A value counts where the text says it whole (:func:`_said`) outside
+        lower-cased words. A value counts where the text says it whole (:func:`_said`; a one-word
+        value also with an ending of its own, :func:`_stems`) outside
         the words that say the data's own values, unless its words are the data's own ("persian"
         in the name ``alborz persian cuisine``), it is a word of a slot's name ("range" of
         ``price_range``), or its slot is one the data asks about or leaves open
@@ -307,9 +324,13 @@ class Domain:
         own_words = {w for v in own for w in _TOKEN.findall(v)}
         said = _said(text_words, max([self.longest] + [len(_joined(v)) for v in own]))
 
+        stems = _stems(text_words)
+
         def spans(value: str) -> list[set[int]]:  # where the text says the value whole
             joined = _joined(value)
-            return said.get(joined, []) + (said.get("~" + joined, []) if " " not in value.strip() else [])
+            if " " in value.strip():
+                return said.get(joined, [])
+            return said.get(joined, []) + said.get("~" + joined, []) + stems.get(joined, [])
 
         covered = {i for v in set(own) for span in spans(v) for i in span}
         open_slots = set(meaning.asked) | {slot for slot, parts in by_slot if not parts}

@@ -287,6 +287,9 @@ def test_the_domain_is_the_values_each_slot_takes_across_the_task():
     ("Sushi Ran is a vegetarian place in Nob Hill.", TASK[0], ["vegetarian"]),
     ("Sushi Ran, in Civic Center, serves Japanese food.", TASK[0], ["civic center"]),
     ("Sushi Ran is a cheap Japanese place.", TASK[0], ["cheap"]),
+    # a one-word value with an ending of its own, as naming reads it ("moderately" names moderate)
+    ("Sushi Ran serves vegetarians in Nob Hill.", TASK[0], ["vegetarian"]),
+    ("Ananda Fuara is a moderately priced vegetarian place.", TASK[1], ["moderate"]),
     # a joined value said in words, either way round
     ("Sushi Ran is in the centre of the city.", TASK[0], ["citycentre"]),
     ("Sushi Ran is in the city centre.", TASK[0], ["citycentre"]),
