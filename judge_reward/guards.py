@@ -258,17 +258,37 @@ TRAILING_MARK = re.compile(r"[,;:\-\u2013\u2014(\[{\uff0c\u3001\uff1b\uff1a\uff0
 def ends_cut(text: str, source: "SourceStats | None" = None, language: str = "en") -> bool:
     """Whether the text stops where no sentence ends: not :func:`ends_complete`, and its last word is
     one that cannot close a sentence in ``language`` (``wordlists/open_endings.yaml``), or it ends on a
-    comma, colon, dash or opening bracket, or (given the ``source``) its last words copy a source
-    sentence that goes on after them, or stop inside one of the data's values (a meaning
-    representation's: :meth:`SourceStats.stops_mid_sentence`)."""
+    comma, colon, dash or opening bracket, or its last words begin one of its own earlier sentences
+    again (:func:`starts_over`), or (given the ``source``) its last words copy a source sentence that
+    goes on after them, or stop inside one of the data's values (a meaning representation's:
+    :meth:`SourceStats.stops_mid_sentence`)."""
     text = text.strip()
     if not text or ends_complete(text):
         return False
     if TRAILING_MARK.search(text):
         return True
     last = words(text)
-    return bool(last) and (last[-1] in open_endings(language)
+    return bool(last) and (last[-1] in open_endings(language) or starts_over(text, language)
                            or (source is not None and source.stops_mid_sentence(last)))
+
+
+def starts_over(text: str, language: str = "en") -> bool:
+    """Whether a text's last sentence is the start of one of its earlier sentences word for word
+    (fewer words than that sentence has): a text that began again and was cut off, as one looping
+    until its token limit is. Called on a text without terminal punctuation (:func:`ends_cut`).
+
+    >>> starts_over("Amber India serves Indian food. Amber India")
+    True
+    >>> starts_over("Amber India serves Indian food. Amber India serves Indian food")
+    False
+    """
+    text = text.strip()
+    spans = sentence_spans(text, language)
+    if len(spans) < 2:
+        return False
+    last = words(text[spans[-1][0]:spans[-1][1]])
+    return bool(last) and any(len(earlier) > len(last) and earlier[:len(last)] == last
+                              for earlier in (words(text[a:b]) for a, b in spans[:-1]))
 
 
 def needs_sentence_end(text: str, language: str = "en") -> bool:
@@ -872,8 +892,10 @@ class EndingGuard(Guard):
     ``mode: cut`` charges only an ending no finished sentence has: no terminal punctuation *and*
     a last word that cannot close a sentence (an article, preposition, conjunction, auxiliary or
     possessive: ``... had another dig at``; the guards' ``language``'s list in
-    ``wordlists/open_endings.yaml``), a trailing comma, colon, dash or opening bracket, or last
-    words copied from a source sentence that goes on after them (a pasted passage cut by a token limit).
+    ``wordlists/open_endings.yaml``), a trailing comma, colon, dash or opening bracket, a last
+    sentence that begins one of the output's earlier sentences again (a generation that loops back
+    to its start, cut by a token limit: :func:`starts_over`), or last words copied from a source
+    sentence that goes on after them (a pasted passage cut by a token limit).
     Some honest outputs end without a full stop (4-7% of SummEval's system outputs and human
     highlights); ``mode: punctuation`` charges those too.
 

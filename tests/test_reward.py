@@ -1280,6 +1280,11 @@ def test_embedded_judge_default_config_a_copied_source_and_a_fake_form_do_not_be
     ("He called it ' ludicrous . '", False),
     ("The town council voted on Tuesday to close the old river", True),  # the source's sentence goes on
     ("The town council voted on Tuesday to close the old river bridge to cars", False),  # it ends there
+    # a text that began again and was cut off (a generation looping to its token limit)
+    ("The council closed the bridge. Repairs start in May. The council closed", True),
+    ("The council closed the bridge. Repairs start in May. Repairs", True),
+    ("The council closed the bridge. The council met on Tuesday", False),  # a new sentence, same opening
+    ("The council closed the bridge. The council closed the bridge", False),  # said again whole: repetition's
 ])
 def test_ending_cut_mode_charges_only_endings_no_finished_sentence_has(text, cut):
     from judge_reward.guards import GuardsConfig, SourceStats, apply_guards, ends_cut
@@ -1361,6 +1366,8 @@ def test_ending_judge_mode_real_judge_tells_a_cut_phrase_from_a_sentence_missing
     ("He said it was 'closed.'", "他说：「桥已关闭。」"),
     ("The council closed the bridge", "市议会关闭了这座桥"),
     ("The council closed the bridge", "Der Rat schloss die Brücke"),
+    ("The council closed the bridge. The council", "市议会关闭了这座桥。市议会"),  # began again, cut off
+    ("The council closed the bridge. The council", "Der Rat schloss die Brücke. Der Rat"),
 ])
 def test_ending_charges_other_languages_as_it_charges_english_of_the_same_shape(english, other):
     """Sentence-final marks of other scripts end a sentence as `.` does (issue 40, language): a finished
@@ -1370,6 +1377,16 @@ def test_ending_charges_other_languages_as_it_charges_english_of_the_same_shape(
     for mode in ("punctuation", "cut"):
         guards = GuardsConfig.from_dict({"ending": {"enabled": True, "mode": mode, "weight": 4.0, "unfinished_weight": 0.5}})
         assert apply_guards(guards, other, None).penalties["ending"] == apply_guards(guards, english, None).penalties["ending"]
+
+
+def test_a_text_that_begins_again_is_cut_in_any_script():
+    from judge_reward.guards import ends_cut, starts_over
+
+    assert starts_over("市议会关闭了这座桥。维修工程五月开始。市议会", "zh")
+    assert ends_cut("The bridge closed. Repairs start on Monday. Repairs") and not ends_cut("The bridge closed. Repairs start on Monday")
+    assert starts_over("Der Rat schloss die Brücke. Die Arbeiten beginnen im Mai. Der Rat", "de")
+    assert not starts_over("市议会关闭了这座桥。维修工程五月开始", "zh")  # a new sentence, unfinished
+    assert not starts_over("The council closed the bridge")  # one sentence: nothing to begin again
 
 
 def test_guards_are_registered_components_that_declare_what_they_read():
