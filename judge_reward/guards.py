@@ -47,7 +47,8 @@ from .config import (  # noqa: F401 (ConfigError re-exported)
     Weight,
     build_section,
 )
-from .meaning import Domain, Meaning, ends_inside_value, named_positions, parse_meaning, unnamed_values, uses_notation
+from .meaning import (Domain, Meaning, ends_inside_value, named_positions, names_slot, parse_meaning, unnamed_values,
+                      uses_notation)
 from .sentences import sentence_spans, splits
 from .wordlists import function_words, has_entry, languages, list_conjunctions, number_words, open_endings, phrasing
 
@@ -989,7 +990,8 @@ class DataValuesGuard(Guard):
 
     A source that is not a meaning representation is not measured (the guard does not apply); a
     meaning representation with no spoken value (``confirm(area=dont_care)``) is checked for its
-    notation only.
+    notation only, and with ``open_values`` for the slot it leaves open (one value to name, by the
+    slot's name).
 
     >>> from judge_reward.guards import GuardsConfig, SourceStats, apply_guards
     >>> guards = GuardsConfig.from_dict({"data_values": {"enabled": True}})
@@ -1048,6 +1050,12 @@ class DataValuesGuard(Guard):
     unspoken: list[Text] = field(default_factory=lambda: ["yes", "no", "none", "dont_care", "dontcare"])
     """Values a text does not name as written (compared in lower case): flags and placeholders of the
     data set's notation. BAGEL adds ``placetoeat`` (``type=placetoeat``, said of every venue)."""
+    open_values: list[Text] = field(default_factory=list)
+    """Values that leave their slot open (``area=dont_care``: any area will do), compared in lower
+    case. Such a slot has no value to name, but a text that says so names the slot by a word of its
+    name ("you do not mind which area", "whether kids are allowed":
+    :func:`~judge_reward.meaning.names_slot`); it counts as one more value, named or left out. One
+    cut before the slot ("Please confirm that you do not care") leaves it out. Empty: not checked."""
     alternatives: str = "or"
     """The word that joins the alternatives of a value offered as a choice (``near='marina or
     japantown'``): each alternative is a value of its own."""
@@ -1087,6 +1095,11 @@ class DataValuesGuard(Guard):
         self._domain = Domain.from_sources(sources, self.unspoken, self.alternatives)
         return self._domain
 
+    def open_slots(self, meaning: Meaning) -> list[str]:
+        """The slots ``meaning`` leaves open (given one of ``open_values``), each once."""
+        left_open = {v.lower() for v in self.open_values}
+        return list(dict.fromkeys(slot for slot, value in meaning.slots if value.lower() in left_open))
+
     def check(self) -> None:
         if self.missing_full <= self.missing_free:
             raise ConfigError(f"must be above missing_free ({self.missing_free}), got {self.missing_full}",
@@ -1107,17 +1120,27 @@ class DataValuesGuard(Guard):
         added = []
         if domain is not None:
             added = measured["added"] = domain.added_values(x.words, meaning)
-        if values:
-            n = len(values)
-            missing = unnamed_values(x.words, values)
+        open_slots = self.open_slots(meaning)
+        if values or open_slots:
+            n = len(values) + len(open_slots)
+            if open_slots:
+                measured["left_open"] = len(open_slots)
+            missing = unnamed_values(x.words, values) if values else []
+            if open_slots:
+                said = [w for w in x.words if w not in function_words(x.language)]
+                missing += [f"{slot} (left open)" for slot in open_slots if not names_slot(said, slot)]
             share = len(missing) / n
             free = max(self.missing_free, min(self.free_values, n - 1) / n)
             if self.free_needs_words and missing:
-                naming = set().union(*named_positions(x.words, values).values())
+                naming = set().union(*named_positions(x.words, values).values()) if values else set()
                 own_words = sum(is_content_word(w, 4, True, x.language) for i, w in enumerate(x.words) if i not in naming)
                 measured["own_words"] = own_words
                 if not own_words:  # nothing but the data's values: no word that could say the one left out
                     free = 0.0
+            measured.update(missing=missing, missing_share=share)
+            charges.append(self.missing_slope * share
+                           + self.weight * _ramp(share, free, max(self.missing_full, min(1.0, free + 1 / n))))
+        if values:
             total, unnamed, runs, unnamed_words = 0, [], [], 0
             for a, b in sentence_spans(x.output, x.language):
                 sentence = x.output[a:b]
@@ -1135,11 +1158,8 @@ class DataValuesGuard(Guard):
                         runs.append(run)
                         unnamed_words += run_size
             unnamed_share = unnamed_words / total if total else 0.0
-            measured.update(missing=missing, missing_share=share, unnamed_sentences=unnamed,
-                            unnamed_runs=runs, unnamed_share=unnamed_share)
-            charges += [self.missing_slope * share
-                        + self.weight * _ramp(share, free, max(self.missing_full, min(1.0, free + 1 / n))),
-                        self.unnamed_weight * _ramp(unnamed_share, self.unnamed_free, self.unnamed_full)]
+            measured.update(unnamed_sentences=unnamed, unnamed_runs=runs, unnamed_share=unnamed_share)
+            charges.append(self.unnamed_weight * _ramp(unnamed_share, self.unnamed_free, self.unnamed_full))
         # a value claimed is another error than one left out: paid on top (a cut copy of a sentence
         # that claims one still pays for the values it drops)
         return measured, max(charges) + (self.added_weight if added else 0.0)

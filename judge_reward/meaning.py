@@ -19,6 +19,7 @@ out, whose sentences name none of it, or that pastes the notation itself.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from typing import Sequence
 from dataclasses import dataclass
@@ -132,6 +133,29 @@ def unnamed_values(text_words: Sequence[str], values: Sequence[str]) -> list[str
         if v not in named or (seen[v] > 1 and seen[v] > _times_named(text, v)):
             missing.append(v)
     return missing
+
+
+def names_slot(text_words: Sequence[str], slot: str, min_length: int = 3, stem: int = 5) -> bool:
+    """Whether a text names ``slot`` by a word of its name (``kids_allowed``: "kids", "allowed"),
+    given its lower-cased words (function words left out by the caller): a text word and a name's
+    word of ``min_length`` or more characters of which one begins the other ("kid" and "kids") or
+    that share their first ``stem`` letters ("allows" and "allowed"). A slot the data leaves open
+    (``area=dont_care``) has no value to name; a text that says so names the slot.
+
+    >>> names_slot(["you", "do", "not", "care", "which", "area"], "area")
+    True
+    >>> names_slot(["whether", "it", "allows", "kid", "s"], "kids_allowed")
+    True
+    >>> names_slot(["please", "confirm", "you", "do", "not", "care"], "price_range")
+    False
+    """
+    name = [w for w in re.split(r"[_\W]+", slot.lower()) if len(w) >= min_length]
+    for w in text_words:
+        for part in name:
+            common = len(os.path.commonprefix([w, part]))
+            if len(w) >= min_length and (common == min(len(w), len(part)) or common >= stem):
+                return True
+    return False
 
 
 def _times_named(text: _Text, value: str) -> int:

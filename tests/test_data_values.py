@@ -424,6 +424,34 @@ def test_free_needs_words_charges_a_sentence_of_nothing_but_the_datas_values():
     assert "own_words" not in charge("X is a restaurant on the riverside .", act, free_needs_words=True)[1]
 
 
+@pytest.mark.parametrize("text, act, left_out", [
+    ("Please confirm that you do not care", "confirm(area=dont_care)", True),   # cut before the slot
+    ("Please confirm that you do not care which area", "confirm(area=dont_care)", False),
+    ("Please confirm that you do not care about the price range .", "confirm(price_range=dont_care)", False),
+    ("So you do not mind whether it allows kids ?", "confirm(kids_allowed=dont_care)", False),  # "allows", "kids"
+    ("Ok , you want a restaurant and you do not care", "confirm(kids_allowed=dont_care)", True),
+    ("Can I confirm the area is not important to you ?", "confirm(area=dontcare)", False),
+])
+def test_open_values_ask_for_the_slot_left_open_by_its_name(text, act, left_out):
+    """With ``open_values`` a slot the data leaves open is one value to name, by a word of the
+    slot's name; a text cut before it names nothing and pays as for any value left out."""
+    assert charge(text, act)[0] == 0.0  # off by default: nothing to name
+    penalty, measured = charge(text, act, open_values=["dont_care", "dontcare"])
+    assert measured["left_open"] == 1 and bool(measured["missing"]) is left_out
+    assert penalty == (4.0 if left_out else 0.0)
+
+
+def test_an_open_slot_counts_beside_the_spoken_values():
+    act = "inform(name='Sushi Ran', food=japanese, area=dont_care, kids_allowed=dont_care)"
+    opened = {"open_values": ["dont_care"]}
+    # four values: two spoken, two left open; the two left open unnamed are half, the free share
+    assert charge("Sushi Ran serves japanese food .", act, **opened)[1]["missing_share"] == 0.5
+    assert charge("Sushi Ran serves japanese food .", act, **opened)[0] == 0.0
+    # the name alone leaves three of four
+    assert charge("Sushi Ran is a restaurant .", act, **opened)[0] > 0.0
+    assert charge("Sushi Ran serves japanese food in any area , kids or not .", act, **opened)[1]["missing"] == []
+
+
 def test_score_reads_the_scored_file_as_the_task(tmp_path, one_torch_thread):
     """``judge-reward score`` gives the preset's ``domain: inputs`` the file's sources: the line that
     claims another act's food carries the added value and its charge."""
