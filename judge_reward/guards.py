@@ -1055,7 +1055,8 @@ class DataValuesGuard(Guard):
     case. Such a slot has no value to name, but a text that says so names the slot by a word of its
     name ("you do not mind which area", "whether kids are allowed":
     :func:`~judge_reward.meaning.names_slot`); it counts as one more value, named or left out. One
-    cut before the slot ("Please confirm that you do not care") leaves it out. Empty: not checked."""
+    cut before the slot ("Please confirm that you do not care") leaves it out. Like ``unspoken``,
+    these are never expected as written. Empty: not checked."""
     alternatives: str = "or"
     """The word that joins the alternatives of a value offered as a choice (``near='marina or
     japantown'``): each alternative is a value of its own."""
@@ -1072,7 +1073,7 @@ class DataValuesGuard(Guard):
     def use_inputs(self, sources: Sequence[str]) -> None:
         """Read ``sources`` (the task's inputs) as the ``domain`` when it is ``inputs``."""
         if self.domain == "inputs":
-            self._domain = Domain.from_sources(sources, self.unspoken, self.alternatives)
+            self._domain = Domain.from_sources(sources, self.not_said(), self.alternatives)
 
     def task_domain(self) -> Domain | None:
         """The ``domain``'s values, read on first use; None when it is not set."""
@@ -1092,8 +1093,12 @@ class DataValuesGuard(Guard):
                 return ConfigError(problem, field="domain").within(self.section_path)
 
             sources = read_sources(self.domain, bad)
-        self._domain = Domain.from_sources(sources, self.unspoken, self.alternatives)
+        self._domain = Domain.from_sources(sources, self.not_said(), self.alternatives)
         return self._domain
+
+    def not_said(self) -> list[str]:
+        """The values a text is not expected to say as written: ``unspoken`` and ``open_values``."""
+        return [*self.unspoken, *self.open_values]
 
     def open_slots(self, meaning: Meaning) -> list[str]:
         """The slots ``meaning`` leaves open (given one of ``open_values``), each once."""
@@ -1112,7 +1117,7 @@ class DataValuesGuard(Guard):
         meaning: Meaning | None = x.source.meaning if x.source is not None else None
         if meaning is None:
             return None
-        values = meaning.spoken_values(self.unspoken, self.alternatives)
+        values = meaning.spoken_values(self.not_said(), self.alternatives)
         notation = uses_notation(x.output, meaning)
         measured: dict = {"values": len(values), "notation": notation}
         charges = [self.notation_weight if notation else 0.0]

@@ -441,6 +441,12 @@ def test_open_values_ask_for_the_slot_left_open_by_its_name(text, act, left_out)
     assert penalty == (4.0 if left_out else 0.0)
 
 
+def test_an_open_value_is_never_a_value_to_say_as_written():
+    # left out of unspoken by the user: still a slot to name, not the words "dont care"
+    penalty, measured = charge("Any area will do ?", "confirm(area=dont_care)", unspoken=["yes"], open_values=["dont_care"])
+    assert measured["values"] == 0 and measured["missing"] == [] and penalty == 0.0
+
+
 def test_an_open_slot_counts_beside_the_spoken_values():
     act = "inform(name='Sushi Ran', food=japanese, area=dont_care, kids_allowed=dont_care)"
     opened = {"open_values": ["dont_care"]}
