@@ -1128,16 +1128,15 @@ class DataValuesGuard(Guard):
         open_slots = self.open_slots(meaning)
         if values or open_slots:
             n = len(values) + len(open_slots)
+            missing = unnamed_values(x.words, values)
             if open_slots:
                 measured["left_open"] = len(open_slots)
-            missing = unnamed_values(x.words, values) if values else []
-            if open_slots:
                 said = [w for w in x.words if w not in function_words(x.language)]
                 missing += [f"{slot} (left open)" for slot in open_slots if not names_slot(said, slot)]
             share = len(missing) / n
             free = max(self.missing_free, min(self.free_values, n - 1) / n)
             if self.free_needs_words and missing:
-                naming = set().union(*named_positions(x.words, values).values()) if values else set()
+                naming = set().union(*named_positions(x.words, values).values())
                 own_words = sum(is_content_word(w, 4, True, x.language) for i, w in enumerate(x.words) if i not in naming)
                 measured["own_words"] = own_words
                 if not own_words:  # nothing but the data's values: no word that could say the one left out

@@ -135,6 +135,11 @@ def unnamed_values(text_words: Sequence[str], values: Sequence[str]) -> list[str
     return missing
 
 
+def slot_name_words(slot: str) -> list[str]:
+    """The words of a slot's name, lower-cased ("kids_allowed" -> kids, allowed)."""
+    return [w for w in re.split(r"[_\W]+", slot.lower()) if w]
+
+
 def names_slot(text_words: Sequence[str], slot: str, min_length: int = 3, stem: int = 5) -> bool:
     """Whether a text names ``slot`` by a word of its name (``kids_allowed``: "kids", "allowed"),
     given its lower-cased words (function words left out by the caller): a text word and a name's
@@ -149,7 +154,7 @@ def names_slot(text_words: Sequence[str], slot: str, min_length: int = 3, stem: 
     >>> names_slot(["please", "confirm", "you", "do", "not", "care"], "price_range")
     False
     """
-    name = [w for w in re.split(r"[_\W]+", slot.lower()) if len(w) >= min_length]
+    name = [w for w in slot_name_words(slot) if len(w) >= min_length]
     for w in text_words:
         for part in name:
             common = len(os.path.commonprefix([w, part]))
@@ -302,7 +307,7 @@ class Domain:
     @functools.cached_property
     def slot_words(self) -> frozenset[str]:
         """The words of the slots' names ("price", "range"): a text names a slot with them."""
-        return frozenset(w for slot in self.values for w in re.split(r"[_\W]+", slot.lower()) if w)
+        return frozenset(w for slot in self.values for w in slot_name_words(slot))
 
     @functools.cached_property
     def longest(self) -> int:
