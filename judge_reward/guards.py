@@ -50,7 +50,8 @@ from .config import (  # noqa: F401 (ConfigError re-exported)
 from .meaning import (Domain, Meaning, ends_inside_value, named_positions, names_slot, parse_meaning, unnamed_values,
                       uses_notation)
 from .sentences import sentence_spans, splits
-from .wordlists import function_words, has_entry, languages, list_conjunctions, number_words, open_endings, phrasing
+from .wordlists import (function_words, has_entry, languages, list_conjunctions, number_words, open_choice,
+                        open_endings, phrasing)
 
 # Scripts written without spaces between words (Han ideographs, Japanese kana): each character is a
 # word of its own, so that copies, repetition, length and grounding are counted in them as in scripts
@@ -1053,9 +1054,11 @@ class DataValuesGuard(Guard):
     open_values: list[Text] = field(default_factory=list)
     """Values that leave their slot open (``area=dont_care``: any area will do), compared in lower
     case. Such a slot has no value to name, but a text that says so names the slot by a word of its
-    name ("you do not mind which area", "whether kids are allowed":
-    :func:`~judge_reward.meaning.names_slot`); it counts as one more value, named or left out. One
-    cut before the slot ("Please confirm that you do not care") leaves it out. Like ``unspoken``,
+    name (:func:`~judge_reward.meaning.names_slot`) and has a word that leaves a choice open ("you
+    do not mind which area", "whether kids are allowed": the guards' ``language``'s list in
+    ``wordlists/open_choice.yaml``); it counts as one more value, said or left out. One cut before
+    the slot ("Please confirm that you do not care") leaves it out, and so does one cut after the
+    slot's name ("May I confirm that the price range"). Like ``unspoken``,
     these are never expected as written. Empty: not checked."""
     alternatives: str = "or"
     """The word that joins the alternatives of a value offered as a choice (``near='marina or
@@ -1132,7 +1135,9 @@ class DataValuesGuard(Guard):
             if open_slots:
                 measured["left_open"] = len(open_slots)
                 said = [w for w in x.words if w not in function_words(x.language)]
-                missing += [f"{slot} (left open)" for slot in open_slots if not names_slot(said, slot)]
+                # the slot named and said to be open: "the price range" alone says nothing about it
+                opened = not open_choice(x.language).isdisjoint(x.words)
+                missing += [f"{slot} (left open)" for slot in open_slots if not (opened and names_slot(said, slot))]
             share = len(missing) / n
             free = max(self.missing_free, min(self.free_values, n - 1) / n)
             if self.free_needs_words and missing:
@@ -1349,7 +1354,7 @@ class GuardsConfig(Section):
                           *(["sentences"] if self.grounding.sentence_threshold is not None else [])],
             "ending": {"punctuation": [], "cut": ["open_endings", "sentences"], "judge": ["open_endings"]}[self.ending.mode],
             "word_list": ["function_words", "list_conjunctions", "sentences"],
-            "data_values": ["sentences"],
+            "data_values": ["sentences", "function_words", *(["open_choice"] if self.data_values.open_values else [])],
         }
         found: dict[str, list[str]] = {}
         for guard in self.enabled:

@@ -424,6 +424,29 @@ def test_free_needs_words_charges_a_sentence_of_nothing_but_the_datas_values():
     assert "own_words" not in charge("X is a restaurant on the riverside .", act, free_needs_words=True)[1]
 
 
+
+def test_the_written_values_example_is_the_preset_with_no_value_free():
+    """``examples/data_to_text_written_values.yaml`` differs from ``data_to_text`` only in
+    ``missing_free`` and ``free_values`` (both 0): a sentence cut before the act's last value, free
+    under the preset, pays for it there; one naming every value pays nothing under either."""
+    from pathlib import Path
+
+    from judge_reward.judge import JudgeConfig
+    from judge_reward.reward_config import RewardConfig
+
+    preset = JudgeConfig.load("data_to_text")
+    example = JudgeConfig.load(str(Path(__file__).parents[1] / "examples" / "data_to_text_written_values.yaml"))
+    a, b = RewardConfig.from_dict(preset.reward).guards, RewardConfig.from_dict(example.reward).guards
+    assert {**public(a.data_values), "missing_free": 0.0, "free_values": 0} == public(b.data_values)
+    assert {n: getattr(a, n) for n in a.enabled if n != "data_values"} == {n: getattr(b, n) for n in b.enabled if n != "data_values"}
+    assert (example.backend, example.aspects_file, example.method) == (preset.backend, preset.aspects_file, preset.method)
+    act = "inform(name='ananda fuara', food=vegetarian)"
+    cut, whole = "Ananda fuara is the restaurant", "Ananda fuara is a vegetarian restaurant ."
+    for config, cut_pays in ((a, 0.0), (b, 4.0 * 0.5 / 0.75)):
+        guards = GuardsConfig.from_dict({"data_values": {**public(config.data_values), "domain": None}})
+        assert apply_guards(guards, cut, SourceStats(act)).total == pytest.approx(cut_pays)
+        assert apply_guards(guards, whole, SourceStats(act)).total == 0.0
+
 @pytest.mark.parametrize("text, act, left_out", [
     ("Please confirm that you do not care", "confirm(area=dont_care)", True),   # cut before the slot
     ("Please confirm that you do not care which area", "confirm(area=dont_care)", False),
@@ -431,10 +454,13 @@ def test_free_needs_words_charges_a_sentence_of_nothing_but_the_datas_values():
     ("So you do not mind whether it allows kids ?", "confirm(kids_allowed=dont_care)", False),  # "allows", "kids"
     ("Ok , you want a restaurant and you do not care", "confirm(kids_allowed=dont_care)", True),
     ("Can I confirm the area is not important to you ?", "confirm(area=dontcare)", False),
+    ("May I confirm that the price range", "confirm(price_range=dont_care)", True),  # named, not said open
+    ("May I confirm that the price range does not matter ?", "confirm(price_range=dont_care)", False),
 ])
 def test_open_values_ask_for_the_slot_left_open_by_its_name(text, act, left_out):
-    """With ``open_values`` a slot the data leaves open is one value to name, by a word of the
-    slot's name; a text cut before it names nothing and pays as for any value left out."""
+    """With ``open_values`` a slot the data leaves open is one value to say, by a word of the
+    slot's name and a word that leaves the choice open; a text cut before either says nothing
+    about it and pays as for any value left out."""
     assert charge(text, act)[0] == 0.0  # off by default: nothing to name
     penalty, measured = charge(text, act, open_values=["dont_care", "dontcare"])
     assert measured["left_open"] == 1 and bool(measured["missing"]) is left_out

@@ -101,14 +101,14 @@ TEST_LISTS = {
 
 @pytest.fixture
 def german_and_chinese(monkeypatch):
-    """judge_reward/wordlists as if each file had de: and zh: keys beside en:."""
+    """judge_reward/wordlists as if each file but open_choice had de: and zh: keys beside en:."""
     shipped = wordlists._table
 
     def with_test_lists(name: str) -> dict:
-        return {**shipped(name), **{lang: lists[name] for lang, lists in TEST_LISTS.items()}}
+        return {**shipped(name), **{lang: lists[name] for lang, lists in TEST_LISTS.items() if name in lists}}
 
     def clear_caches():  # the lists read per language are cached
-        for cached in (wordlists.function_words, wordlists.open_endings, guards.list_separator,
+        for cached in (wordlists.function_words, wordlists.open_endings, wordlists.open_choice, guards.list_separator,
                        guards.number_word_pattern):
             cached.cache_clear()
 
@@ -265,7 +265,8 @@ def test_guards_that_read_no_list_take_any_language():
 
 def test_every_wordlist_file_has_english_and_loads():
     found = sorted(p.name.removesuffix(".yaml") for p in files(wordlists.__name__).iterdir() if p.name.endswith(".yaml"))
-    assert found == ["chatter", "function_words", "injection", "list_conjunctions", "number_words", "open_endings"]
+    assert found == ["chatter", "function_words", "injection", "list_conjunctions", "number_words", "open_choice",
+                     "open_endings"]
     for name in found:
         assert "en" in wordlists.languages(name), name
     assert len(wordlists.function_words("en")) > 100 and {"the", "of", "and"} <= wordlists.open_endings("en")
@@ -299,3 +300,13 @@ def test_every_guard_list_of_the_test_languages_is_read():
     assert guards.is_bare_list("Müller, Schmidt, Weber und Fischer", 4, 3, "de")
     assert not guards.is_bare_list("Müller lobte Schmidt, Weber und Fischer", 4, 3, "de")
     assert guards.is_bare_list("张伟、王芳、李娜和刘洋", 4, 3, "zh")
+
+
+def test_open_values_read_the_languages_open_choice_words(german_and_chinese):
+    """A slot left open is said with a word of the language's open_choice list, so data_values with
+    open_values needs that list for its language; without open_values it reads no such list."""
+    plain = GuardsConfig.from_dict({"data_values": {"enabled": True}, "language": "de"})
+    assert "open_choice" not in plain.language_data()
+    with pytest.raises(ConfigError, match=r"reward.guards.language: 'de' has no entry in "
+                                          r"judge_reward/wordlists/open_choice.yaml .*the data_values guard reads"):
+        GuardsConfig.from_dict({"data_values": {"enabled": True, "open_values": ["dont_care"]}, "language": "de"})

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-__all__ = ["function_words", "has_entry", "languages", "list_conjunctions", "number_words", "open_endings",
-           "phrasing"]
+__all__ = ["function_words", "has_entry", "languages", "list_conjunctions", "number_words", "open_choice",
+           "open_endings", "phrasing"]
 
 
 @functools.cache
@@ -57,6 +57,13 @@ def function_words(language: str = "en") -> frozenset[str]:
 def open_endings(language: str = "en") -> frozenset[str]:
     """Words of ``language`` that cannot close a sentence (``open_endings.yaml``), lower-cased."""
     return frozenset(_words("open_endings", language))
+
+
+@functools.cache
+def open_choice(language: str = "en") -> frozenset[str]:
+    """Words of ``language`` that say a choice is left open ("any", "whether", "matter";
+    ``open_choice.yaml``), lower-cased."""
+    return frozenset(_words("open_choice", language))
 
 
 def number_words(language: str = "en") -> tuple[str, ...]:
