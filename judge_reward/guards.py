@@ -991,8 +991,8 @@ class DataValuesGuard(Guard):
 
     A source that is not a meaning representation is not measured (the guard does not apply); a
     meaning representation with no spoken value (``confirm(area=dont_care)``) is checked for its
-    notation only, and with ``open_values`` for the slot it leaves open (one value to name, by the
-    slot's name).
+    notation only, and with ``open_values`` for the slot it leaves open (one value to say: the
+    slot's name beside a word that leaves the choice open).
 
     >>> from judge_reward.guards import GuardsConfig, SourceStats, apply_guards
     >>> guards = GuardsConfig.from_dict({"data_values": {"enabled": True}})

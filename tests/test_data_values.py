@@ -424,7 +424,6 @@ def test_free_needs_words_charges_a_sentence_of_nothing_but_the_datas_values():
     assert "own_words" not in charge("X is a restaurant on the riverside .", act, free_needs_words=True)[1]
 
 
-
 def test_the_written_values_example_is_the_preset_with_no_value_free():
     """``examples/data_to_text_written_values.yaml`` differs from ``data_to_text`` only in
     ``missing_free`` and ``free_values`` (both 0): a sentence cut before the act's last value, free
@@ -447,6 +446,7 @@ def test_the_written_values_example_is_the_preset_with_no_value_free():
         assert apply_guards(guards, cut, SourceStats(act)).total == pytest.approx(cut_pays)
         assert apply_guards(guards, whole, SourceStats(act)).total == 0.0
 
+
 @pytest.mark.parametrize("text, act, left_out", [
     ("Please confirm that you do not care", "confirm(area=dont_care)", True),   # cut before the slot
     ("Please confirm that you do not care which area", "confirm(area=dont_care)", False),
@@ -457,7 +457,7 @@ def test_the_written_values_example_is_the_preset_with_no_value_free():
     ("May I confirm that the price range", "confirm(price_range=dont_care)", True),  # named, not said open
     ("May I confirm that the price range does not matter ?", "confirm(price_range=dont_care)", False),
 ])
-def test_open_values_ask_for_the_slot_left_open_by_its_name(text, act, left_out):
+def test_open_values_ask_for_the_slot_left_open_by_its_name_and_an_open_choice(text, act, left_out):
     """With ``open_values`` a slot the data leaves open is one value to say, by a word of the
     slot's name and a word that leaves the choice open; a text cut before either says nothing
     about it and pays as for any value left out."""
