@@ -48,11 +48,8 @@ def load_rated(name: str, data_dir: Optional[Path]):
         refs = load_references(refs_path)
         return load_dataset(kind, path, refs_path), refs
     dataset = load_dataset(kind, path)
-    carried = {}  # references carried by the records themselves (data-to-text)
-    for rec in dataset.records:
-        if rec.references:
-            carried.setdefault(rec.group, list(rec.references))
-    return dataset, carried or None
+    carried = dataset.group_references()  # carried by the records (data-to-text, Topical-Chat's human responses)
+    return dataset, {g: list(refs) for g, refs in carried.items()} or None
 
 
 @user_errors

@@ -55,6 +55,10 @@ DATASETS = {
     "sfres": ("d2t", "d2t/sfres.json", None, ("gptscore_data_to_text",)),
 }
 
+# dataset -> the task its outputs do: which probe wordings are fair outputs (:func:`probes.is_fair`)
+DATASET_TASKS = {"summeval": "summarization", "topical_chat": "dialogue", "bagel": "data_to_text",
+                 "sfres": "data_to_text"}
+
 OUTPUT_ONLY_ASPECTS = {
     # dataset -> the human aspects whose raters judged the text by itself (their annotation questions
     # need no source): what a reward that reads no source is measured against. SummEval's consistency
@@ -330,9 +334,11 @@ def validate(reward, dataset, settings: ScoreboardSettings = ScoreboardSettings(
     """Measure ``reward`` (a :class:`~judge_reward.reward.Reward`) on ``dataset`` (a
     :class:`~judge_reward.metaeval.datasets.MetaEvalDataset` with human ratings).
 
-    ``references``: group -> human references (the SummEval highlights); with them ROUGE joins the
-    agreement table, the references join the guard-cost sample, and the first ``probe_groups``
-    groups are probed with their first reference as the real output.
+    ``references``: group -> human references (the SummEval highlights, Topical-Chat's human
+    responses); with them ROUGE joins the agreement table (against a record's own references where
+    it carries them, so that a human response is not scored against itself), the references join
+    the guard-cost sample, and the first ``probe_groups`` groups are probed with their first
+    reference as the real output.
     """
     start = time.perf_counter()
     reward.use_inputs([it.source for it in dataset.items if it.source])  # the task's data: every input of the set
@@ -371,8 +377,10 @@ def validate(reward, dataset, settings: ScoreboardSettings = ScoreboardSettings(
         try:
             from .metaeval.rouge import rouge_scores
 
+            # a record's own references where it carries them: a human response is not its own reference
             metrics["rouge1"] = rouge_scores([it.output for it in items],
-                                             [list(references[g]) for g in groups])["rouge1"]
+                                             [list(rec.references or references[rec.group])
+                                              for rec in data.records])["rouge1"]
         except ImportError:  # rouge-score is the metaeval extra
             board.meta["rouge"] = "not computed: pip install 'judge-reward[metaeval]'"
     board.agreement = _agreement(metrics, human, groups, settings.n_bootstrap, settings.seed)
@@ -479,13 +487,18 @@ def _attacks(reward, data, references, settings: ScoreboardSettings, progress: b
     families = [f for f in FAMILIES if not (withhold and f in SOURCE_FAMILIES)]
     report = run_probes(reward, pairs, families, n_boot=0, progress=progress, withhold_source=withhold)
     na = {"not_applicable": [f for f in FAMILIES if f not in families]} if withhold else {}
-    return {"pairs": len(pairs), "texts": report.meta.get("texts_scored"), **attack_tables(report.items),
-            "excluded": report.meta.get("excluded", 0), **na}
+    # the data's task decides what a fair output is; a set this module does not know: the reward's
+    tasks = {getattr(a, "task", None) for a in getattr(reward, "aspects", ())}
+    task = DATASET_TASKS.get(data.name) or (tasks.pop() if len(tasks) == 1 else None)
+    return {"pairs": len(pairs), "texts": report.meta.get("texts_scored"), "task": task,
+            **attack_tables(report.items, task), "excluded": report.meta.get("excluded", 0), **na}
 
 
-def attack_tables(items) -> dict:
+def attack_tables(items, task: Optional[str] = None) -> dict:
     """From the probe suite's per-item outcomes: per family, the share of items on which its best
-    attack wording beats the real output (``families``), and the same for its fair wordings (``fair``)."""
+    attack wording beats the real output (``families``), and the same for its fair wordings (``fair``).
+    ``task``: what the outputs are for (:data:`DATASET_TASKS`); a wording fair only for other tasks
+    (the source's lead, fair for a summary) counts as an attack. None: fair for any task."""
     from .probes import FAMILIES as PROBE_FAMILIES, beats, is_fair
 
     tables: dict[bool, dict] = {False: {}, True: {}}
@@ -494,7 +507,7 @@ def attack_tables(items) -> dict:
             continue
         for fam in PROBE_FAMILIES:
             for fair in (False, True):
-                mine = [p for p in item.probes if p.family == fam and is_fair(fam, p.variant) == fair]
+                mine = [p for p in item.probes if p.family == fam and is_fair(fam, p.variant, task) == fair]
                 if not mine:
                     continue
                 row = tables[fair].setdefault(fam, {"n": 0, "wins": 0, "deltas": [], "variants": {}})

@@ -46,6 +46,19 @@ def test_topical_chat(shared_data):
     assert {ds.groups[i] for i in same} == {r.group} and len(same) == 6
 
 
+def test_topical_chat_references_are_the_human_responses_never_a_record_itself(sample_data):
+    ds = load_topical_chat(sample_data / "topical_chat" / "topical_chat.json")
+    assert len(ds) == 12 and len(set(ds.groups)) == 2
+    for group in dict.fromkeys(ds.groups):
+        recs = {r.system: r for r in ds.records if r.group == group}
+        truth, fresh = recs["Original Ground Truth"].item.output, recs["New Human Generated"].item.output
+        assert recs["Original Ground Truth"].references == (fresh,)
+        assert recs["New Human Generated"].references == (truth,)
+        assert recs["Argmax Decoding"].references == (truth, fresh)
+        # the group's references: every human response, the conversation's own next turn first
+        assert ds.group_references()[group] == (truth, fresh)
+
+
 def _write(tmp_path, name, text):
     path = tmp_path / name
     path.write_text(text)

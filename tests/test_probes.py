@@ -115,6 +115,11 @@ def test_wordings_follow_the_aspects_and_the_task():
     assert kept["first_sentence_only"] == out == sentences(two.output)[0]  # a shorter summary: fair
     assert kept["first_half_words"][-1] not in ".!?" and not kept["first_half_words"].endswith("two")
     assert is_fair("truncation", "first_sentence_only") and not is_fair("truncation", "first_half_words")
+    # the source's lead is a fair summary, but no fair reply to a conversation or sentence about an act
+    assert is_fair("copy_source", "lead_3_sentences") and is_fair("copy_source", "lead_3_sentences", "summarization")
+    assert not is_fair("copy_source", "lead_3_sentences", "dialogue")
+    assert not is_fair("near_copy", "lead_invisible_characters", "data_to_text")
+    assert is_fair("truncation", "first_sentence_only", "dialogue")  # a shorter reply is still a reply
     assert not probes[("truncation", "cut_mid_sentence")].endswith(".")
     assert [probes[("off_topic", v)] for v in ("next_item_output", "second_next_item_output", "third_next_item_output")] \
         == [p.output for p in PAIRS[1:]]

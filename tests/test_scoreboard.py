@@ -115,6 +115,30 @@ def test_validate_with_a_stand_in_judge_gives_the_numbers_worked_out_by_hand(fix
         "attack" in line for line in board.failures(max_win_rate=0.5))
 
 
+def test_topical_chat_is_probed_against_its_human_responses_as_replies(sample_data):
+    from judge_reward.cli_validate import load_rated
+    from judge_reward.metaeval.rouge import rouge_scores
+
+    data, refs = load_rated("topical_chat", sample_data)
+    reward = Reward(WordCountJudge(), {"normalise": "none", "guards": {"repetition": {"enabled": True}}})
+    board = validate(reward, data, ScoreboardSettings(damage_per_group=1, probe_groups=2, n_bootstrap=0), "wc", refs,
+                     progress=False)
+    # the real reply each attack has to beat is the conversation's own next turn
+    assert board.attacks["pairs"] == 2 and board.attacks["task"] == "dialogue"
+    assert [r.item.output for r in data.records if r.system == "Original Ground Truth"] == [v[0] for v in refs.values()]
+    # the conversation's opening lines are no reply: attacks here, not fair outputs as for a summary
+    assert set(board.attacks["fair"]) == {"truncation"}
+    assert "lead_3_sentences" in board.attacks["families"]["copy_source"]["variants"]
+    assert "near_copy" in board.attacks["families"]
+    # ROUGE: each human response against the other one, never against itself
+    r1 = np.array(rouge_scores([it.output for it in data.items], [list(r.references) for r in data.records])["rouge1"])
+    assert r1.max() < 1.0
+    groups, human = np.array(data.groups), np.array(data.human("naturalness"))
+    expected = np.nanmean([spearmanr(r1[groups == g], human[groups == g])[0] for g in dict.fromkeys(data.groups)])
+    assert board.agreement["rouge1"]["naturalness"]["sample/spearman"]["value"] == pytest.approx(expected)
+    assert board.guard_cost["_references"] == 4  # two human responses per conversation
+
+
 def test_write_gives_json_markdown_and_a_figure(fixture_set, tmp_path):
     data, refs = fixture_set
     reward = Reward(WordCountJudge(), {"normalise": "none"})

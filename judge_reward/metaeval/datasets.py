@@ -15,7 +15,7 @@ import csv
 import io
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -25,6 +25,9 @@ from ..methods.base import Item
 SUMMEVAL_ASPECTS = ("coherence", "consistency", "fluency", "relevance")
 # "overall" in summeval.json is the mean of the four, not a human rating, so it is not loaded.
 TOPICAL_CHAT_ASPECTS = ("naturalness", "coherence", "engagingness", "groundedness", "understandability", "overall")
+# The two of USR's six responses per context that people wrote: the conversation's own next turn,
+# and one written afresh for the study. They are the set's references.
+TOPICAL_CHAT_HUMAN_SYSTEMS = ("Original Ground Truth", "New Human Generated")
 
 
 class DatasetError(ValueError):
@@ -86,6 +89,22 @@ class MetaEvalDataset:
             if not refs:
                 raise DatasetError(f"{self.name}: record {i} ({r.item.id}) has no reference for ROUGE")
             out.append(refs)
+        return out
+
+    def group_references(self) -> dict[str, tuple[str, ...]]:
+        """Per group, every reference its records carry: the longest record's list first, in its
+        order, then any other record's that it lacks (a Topical-Chat human response is listed by
+        every record but its own). Groups whose records carry none are left out."""
+        lists: dict[str, list[tuple[str, ...]]] = {}
+        for r in self.records:
+            if r.references:
+                lists.setdefault(r.group, []).append(r.references)
+        out = {}
+        for group, refs in lists.items():
+            merged = list(max(refs, key=len))  # repeats kept: a set may give an act the same sentence twice
+            for more in refs:
+                merged.extend(text for text in dict.fromkeys(more) if text not in merged)
+            out[group] = tuple(merged)
         return out
 
     def first_groups(self, n: int | None) -> "MetaEvalDataset":
@@ -227,6 +246,9 @@ def load_topical_chat(path: str | Path, aspects: Sequence[str] = TOPICAL_CHAT_AS
     ``Item(output=system_output, source=<dialogue history>, reference=<the knowledge fact>)``;
     the group is the dialogue history (named ``ctx<k>`` by order of appearance) so that
     sample-level correlation is per context, as Chiang & Lee (2023) compute Kendall's tau.
+    A record's ``references`` are its context's human-written responses
+    (:data:`TOPICAL_CHAT_HUMAN_SYSTEMS`, in that order) other than itself: a human response is
+    never its own reference.
     """
     path = Path(path)
     context_names: dict[str, str] = {}
@@ -244,6 +266,13 @@ def load_topical_chat(path: str | Path, aspects: Sequence[str] = TOPICAL_CHAT_AS
             id=f"{group}/{system_id}",
         )
         records.append(HumanRatedItem(item, _scores(rec, aspects, where), group, system_id))
+    human: dict[str, dict[str, str]] = {}
+    for r in records:
+        if r.system in TOPICAL_CHAT_HUMAN_SYSTEMS:
+            human.setdefault(r.group, {})[r.system] = r.item.output
+    records = [replace(r, references=tuple(human.get(r.group, {})[s] for s in TOPICAL_CHAT_HUMAN_SYSTEMS
+                                           if s != r.system and s in human.get(r.group, {})))
+               for r in records]
     return MetaEvalDataset("topical_chat", records, tuple(aspects), str(path))
 
 
