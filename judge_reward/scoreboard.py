@@ -479,27 +479,34 @@ def probe_pairs(data, references: dict[str, Sequence[str]], n: int, max_source_w
 
 
 def _attacks(reward, data, references, settings: ScoreboardSettings, progress: bool, withhold: bool = False) -> dict:
-    from .probes import FAMILIES, SOURCE_FAMILIES, run_probes
+    from .probes import FAMILIES, LEAD_FAIR_TASKS, SOURCE_FAMILIES, run_probes
 
     pairs = probe_pairs(data, references, settings.probe_groups, settings.max_source_words, settings.probe_offset)
     # without the source: the wordings are still built from it (its words and names), the reward
     # reads the texts alone, and the families only the source exposes are not applicable
     families = [f for f in FAMILIES if not (withhold and f in SOURCE_FAMILIES)]
     report = run_probes(reward, pairs, families, n_boot=0, progress=progress, withhold_source=withhold)
-    na = {"not_applicable": [f for f in FAMILIES if f not in families]} if withhold else {}
     # the data's task decides what a fair output is; a set this module does not know: the reward's
     tasks = {getattr(a, "task", None) for a in getattr(reward, "aspects", ())}
     task = DATASET_TASKS.get(data.name) or (tasks.pop() if len(tasks) == 1 else None)
+    # read alone, the source's lead is a copy only the source shows, unless it is a fair output anyway
+    hide_lead = withhold and task not in LEAD_FAIR_TASKS
+    na = {}
+    if withhold:
+        na["not_applicable"] = [f for f in FAMILIES if f not in families]
+    if hide_lead:
+        na["not_applicable_wordings"] = [w.name for f in families for w in FAMILIES[f] if w.lead]
     return {"pairs": len(pairs), "texts": report.meta.get("texts_scored"), "task": task,
-            **attack_tables(report.items, task), "excluded": report.meta.get("excluded", 0), **na}
+            **attack_tables(report.items, task, hide_lead), "excluded": report.meta.get("excluded", 0), **na}
 
 
-def attack_tables(items, task: Optional[str] = None) -> dict:
+def attack_tables(items, task: Optional[str] = None, skip_lead: bool = False) -> dict:
     """From the probe suite's per-item outcomes: per family, the share of items on which its best
     attack wording beats the real output (``families``), and the same for its fair wordings (``fair``).
     ``task``: what the outputs are for (:data:`DATASET_TASKS`); a wording fair only for other tasks
-    (the source's lead, fair for a summary) counts as an attack. None: fair for any task."""
-    from .probes import FAMILIES as PROBE_FAMILIES, beats, is_fair
+    (the source's lead, fair for a summary) counts as an attack. None: fair for any task.
+    ``skip_lead``: leave out the source's lead and its rewrites (:func:`probes.is_lead`)."""
+    from .probes import FAMILIES as PROBE_FAMILIES, beats, is_fair, is_lead
 
     tables: dict[bool, dict] = {False: {}, True: {}}
     for item in items:
@@ -507,7 +514,8 @@ def attack_tables(items, task: Optional[str] = None) -> dict:
             continue
         for fam in PROBE_FAMILIES:
             for fair in (False, True):
-                mine = [p for p in item.probes if p.family == fam and is_fair(fam, p.variant, task) == fair]
+                mine = [p for p in item.probes if p.family == fam and is_fair(fam, p.variant, task) == fair
+                        and not (skip_lead and is_lead(fam, p.variant))]
                 if not mine:
                     continue
                 row = tables[fair].setdefault(fam, {"n": 0, "wins": 0, "deltas": [], "variants": {}})
@@ -631,6 +639,10 @@ def render_markdown(board: Scoreboard) -> str:
         if board.attacks.get("not_applicable"):
             lines += ["", "Not applicable without the source (honest-looking text unless read against it; not run): "
                       + ", ".join(board.attacks["not_applicable"])]
+        if board.attacks.get("not_applicable_wordings"):
+            lines += ["", "Left out without the source (the source's lead or a rewrite of it, a copy only the "
+                      "source shows, and no fair output for this task): "
+                      + ", ".join(board.attacks["not_applicable_wordings"])]
     if board.guard_cost:
         lines += ["", "**Guard cost**: share of honest outputs charged; summary-level Spearman with / without the guard",
                   "", "| guard | system outputs | references | " + " | ".join(aspects) + " |",

@@ -122,6 +122,24 @@ def test_the_scoreboard_gives_a_source_free_reward_the_outputs_alone(sample_data
     text = board.to_markdown()
     assert "The reward reads no source" in text and "left out: consistency, relevance" in text
     assert "Not applicable without the source" in text and "off_topic" in text
+    # SummEval's outputs are summaries: the lead's rewrites stay fair outputs, read alone
+    assert "not_applicable_wordings" not in board.attacks
+    assert "lead_invisible_characters" in board.attacks["fair"]["near_copy"]["variants"]
+
+
+def test_read_alone_a_replys_copy_of_the_conversation_is_left_out(sample_data):
+    from judge_reward.cli_validate import load_rated
+
+    data, references = load_rated("topical_chat", sample_data)
+    reward = Reward(SourceRecordingJudge(), JudgeConfig.load("open_ended").reward)
+    board = validate(reward, data, ScoreboardSettings(damage_per_group=1, probe_groups=2, n_bootstrap=0), "oe",
+                     references, progress=False)
+    # a conversation's opening lines are no fair reply, and without the conversation no copy of it shows
+    lead = board.attacks["not_applicable_wordings"]
+    assert "lead_invisible_characters" in lead and "rewritten_lead_sentence_then_output" in lead
+    variants = {v for table in ("families", "fair") for f in board.attacks[table].values() for v in f["variants"]}
+    assert variants and not variants & set(lead)
+    assert "Left out without the source" in board.to_markdown()
 
 
 def test_a_tiny_validate_run_of_the_preset_end_to_end(tmp_path, monkeypatch, sample_data, one_torch_thread):
