@@ -459,9 +459,11 @@ def probe_range_problem(n_groups: int, settings: ScoreboardSettings) -> Optional
 
 
 def probe_pairs(data, references: dict[str, Sequence[str]], n: int, max_source_words: Optional[int],
-                offset: int = 0) -> list[Item]:
+                offset: int = 0, keep_reference: bool = False) -> list[Item]:
     """One pair per input for the probe suite, after the first ``offset`` inputs: its source (cut to
-    ``max_source_words``) and its first human reference as the real output."""
+    ``max_source_words``) and its first human reference as the real output. ``keep_reference``:
+    the pair keeps the input's own ``reference`` where it is part of the input (a dialogue's fact)
+    rather than a target."""
     pairs, seen = [], set()
     for rec in data.records:
         if rec.group in seen or rec.group not in references or not references[rec.group]:
@@ -472,7 +474,7 @@ def probe_pairs(data, references: dict[str, Sequence[str]], n: int, max_source_w
         source = rec.item.source or ""
         if max_source_words:
             source = " ".join(source.split()[:max_source_words])
-        pairs.append(Item(references[rec.group][0], source, None, rec.group))
+        pairs.append(Item(references[rec.group][0], source, rec.item.reference if keep_reference else None, rec.group))
         if len(pairs) == n:
             break
     return pairs
@@ -481,14 +483,16 @@ def probe_pairs(data, references: dict[str, Sequence[str]], n: int, max_source_w
 def _attacks(reward, data, references, settings: ScoreboardSettings, progress: bool, withhold: bool = False) -> dict:
     from .probes import FAMILIES, LEAD_FAIR_TASKS, SOURCE_FAMILIES, run_probes
 
-    pairs = probe_pairs(data, references, settings.probe_groups, settings.max_source_words, settings.probe_offset)
+    # the data's task decides what a fair output is; a set this module does not know: the reward's
+    tasks = {getattr(a, "task", None) for a in getattr(reward, "aspects", ())}
+    task = DATASET_TASKS.get(data.name) or (tasks.pop() if len(tasks) == 1 else None)
+    # a dialogue item's reference is the fact given with the history: the reply is judged with it
+    pairs = probe_pairs(data, references, settings.probe_groups, settings.max_source_words, settings.probe_offset,
+                        keep_reference=task == "dialogue")
     # without the source: the wordings are still built from it (its words and names), the reward
     # reads the texts alone, and the families only the source exposes are not applicable
     families = [f for f in FAMILIES if not (withhold and f in SOURCE_FAMILIES)]
     report = run_probes(reward, pairs, families, n_boot=0, progress=progress, withhold_source=withhold)
-    # the data's task decides what a fair output is; a set this module does not know: the reward's
-    tasks = {getattr(a, "task", None) for a in getattr(reward, "aspects", ())}
-    task = DATASET_TASKS.get(data.name) or (tasks.pop() if len(tasks) == 1 else None)
     # read alone, the source's lead is a copy only the source shows, unless it is a fair output anyway
     hide_lead = withhold and task not in LEAD_FAIR_TASKS
     na = {}

@@ -78,6 +78,22 @@ def test_dialogue_prompt_scores_yes():
     aspect = load_aspects("topical_chat").get("engagingness")
     p = build_gptscore_prompt(aspect, "Hi there \n Hello", "I love that band!")
     assert p.continuation == " Yes" and "engaging" in p.context and p.shared in p.context
+    assert "Interesting Fact" not in p.context  # no fact given, none shown
+
+
+def test_the_dialogue_question_shows_the_fact_the_reply_may_use():
+    """Topical-Chat's groundedness asks about the given fact: the item's reference is shown after the
+    conversation under the aspect file's label, and the score is " Yes" read after exactly that prompt."""
+    aspect = load_aspects("topical_chat").get("groundedness")
+    fact = "The band sold a million records in its first year."
+    p = build_gptscore_prompt(aspect, "Hi there \n Hello", "I love that band!", reference=fact)
+    assert f"Conversation:\nHi there \n Hello\n\nInteresting Fact: {fact}\n\nReply: I love that band!" in p.context
+    assert p.shared.endswith(f"Interesting Fact: {fact}\n\nReply: ") and p.context.startswith(p.shared)
+    backend = make_backend("char")
+    [s] = GPTScore().score(backend, aspect, [Item("I love that band!", "Hi there \n Hello", fact)])
+    assert s.value == pytest.approx(reference_score(backend, p.context, p.continuation), abs=1e-4)
+    [bare] = GPTScore().score(backend, aspect, [Item("I love that band!", "Hi there \n Hello")])
+    assert bare.value != pytest.approx(s.value, abs=1e-6)
 
 
 def test_reference_directions_need_a_reference():

@@ -119,10 +119,22 @@ def test_topical_chat_is_probed_against_its_human_responses_as_replies(sample_da
     from judge_reward.cli_validate import load_rated
     from judge_reward.metaeval.rouge import rouge_scores
 
+    class FactRecordingJudge(WordCountJudge):
+        seen: set = set()
+
+        def score(self, items, aspects=None, method=None):
+            self.seen.update((it.output, it.reference) for it in items)
+            return super().score(items, aspects, method)
+
     data, refs = load_rated("topical_chat", sample_data)
-    reward = Reward(WordCountJudge(), {"normalise": "none", "guards": {"repetition": {"enabled": True}}})
+    judge = FactRecordingJudge()
+    reward = Reward(judge, {"normalise": "none", "guards": {"repetition": {"enabled": True}}})
     board = validate(reward, data, ScoreboardSettings(damage_per_group=1, probe_groups=2, n_bootstrap=0), "wc", refs,
                      progress=False)
+    # the reply is judged with the fact given with the history, the attacks' real reply too
+    first = data.records[0].item
+    assert first.reference and (first.output, first.reference) in judge.seen
+    assert not any(ref is None for _, ref in judge.seen)
     # the real reply each attack has to beat is the conversation's own next turn
     assert board.attacks["pairs"] == 2 and board.attacks["task"] == "dialogue"
     assert [r.item.output for r in data.records if r.system == "Original Ground Truth"] == [v[0] for v in refs.values()]

@@ -104,7 +104,8 @@ class GPTScore:
     def _plan(self, backend: JudgeBackend, aspect: Aspect, items: Sequence[Item]):
         """(the continuation requests for ``items``, a function from their results to the Scores)."""
         demos = tuple((d["source"], d["output"]) for d in self.config.demonstrations)
-        build = lambda it: build_gptscore_prompt(aspect, it.source, it.output, self.config.instruction, demos, self.config.layout)  # noqa: E731
+        build = lambda it: build_gptscore_prompt(aspect, it.source, it.output, self.config.instruction, demos,  # noqa: E731
+                                                 self.config.layout, it.reference)
         requests, owners, cuts = [], [], {}
         unconditional = []  # per request: is it the output scored without its source?
         scores: list[Score | None] = [None] * len(items)
@@ -113,9 +114,12 @@ class GPTScore:
                 if not item.output.strip():
                     raise ValueError("output: empty text cannot be judged")
                 pairs = self._pairs(item)
+                # the reference rides along only where it is not the conditioning text already
+                given = item.reference if self.config.direction == "src_hypo" else None
                 prepared = []
                 for cond, scored in pairs:
-                    fitted, cut = fit_source(backend, Item(scored, cond), lambda it: (lambda p: p.context + p.continuation)(build(it)))
+                    fitted, cut = fit_source(backend, Item(scored, cond, given),
+                                             lambda it: (lambda p: p.context + p.continuation)(build(it)))
                     prepared.append((build(fitted), cut))
             except ValueError as err:
                 scores[i] = Score.failure(str(err))

@@ -40,9 +40,11 @@ LAYOUTS = ("instruction_first", "source_first")
 VANILLA = "{source}\n\n"
 
 # Dialogue is asked as a question about the response, and the scored text is the answer "Yes".
+# An item's reference (Topical-Chat: the fact the next speaker may use) goes between the
+# conversation and the reply, under the aspect file's reference label.
 DIALOGUE = (
     "Read the conversation and the reply that follows it, then answer the question.\n\n"
-    "Conversation:\n{source}\n\nReply: {output}\n\nQuestion: Is the reply {quality}?\nAnswer:"
+    "Conversation:\n{source}\n\n{given}Reply: {output}\n\nQuestion: Is the reply {quality}?\nAnswer:"
 )
 DIALOGUE_ANSWER = " Yes"
 
@@ -63,8 +65,14 @@ def build_gptscore_prompt(
     instruction: bool = True,
     demonstrations: tuple[tuple[str, str], ...] = (),
     layout: str = "instruction_first",
+    reference: str | None = None,
 ) -> GPTScorePrompt:
     """Context and scored continuation for scoring ``output`` given ``source``.
+
+    ``reference``: read by the dialogue question only, which shows it after the conversation under
+    the aspect's ``reference_label`` (Topical-Chat's "Interesting Fact", which the groundedness
+    question asks about); the other tasks condition on the source alone (``gptscore.direction``
+    conditions on a reference instead).
 
     ``demonstrations`` are (source, output) pairs written with the same template before the
     query (GPTScore's in-context setting). ``layout`` (:data:`LAYOUTS`): the aspect's instruction
@@ -73,11 +81,12 @@ def build_gptscore_prompt(
     """
     if aspect.task == "dialogue":
         demos = "".join(
-            DIALOGUE.format(source=s.strip(), output=o.strip(), quality=aspect.quality) + DIALOGUE_ANSWER + DEMO_SEPARATOR
-            for s, o in demonstrations
+            DIALOGUE.format(source=s.strip(), given="", output=o.strip(), quality=aspect.quality) + DIALOGUE_ANSWER
+            + DEMO_SEPARATOR for s, o in demonstrations
         )
-        context = demos + DIALOGUE.format(source=source.strip(), output=output.strip(), quality=aspect.quality)
-        shared = demos + DIALOGUE.split("{output}")[0].format(source=source.strip())
+        given = f"{aspect.reference_label}: {reference.strip()}\n\n" if reference and reference.strip() else ""
+        context = demos + DIALOGUE.format(source=source.strip(), given=given, output=output.strip(), quality=aspect.quality)
+        shared = demos + DIALOGUE.split("{output}")[0].format(source=source.strip(), given=given)
         return GPTScorePrompt(context, DIALOGUE_ANSWER, shared)
     if aspect.task == "open_ended":
         return _open_ended_prompt(aspect, output, instruction, demonstrations)
