@@ -192,8 +192,10 @@ class Judge(JudgeSections):
         fingerprint = scorer.fingerprint()
         results: list[dict[str, Score]] = [{} for _ in items]
         work = []  # (aspect, cache keys, indices of the items not in the cache)
+        revision = getattr(scorer, "prompt_revision", None)  # a task's template changed: its old judgments are stale
         for aspect in chosen:
-            keys = [judgment_key(self.backend.model_id, fingerprint, aspect.content_hash(), it) for it in items]
+            aspect_key = aspect.content_hash() + (revision(aspect) if revision else "")
+            keys = [judgment_key(self.backend.model_id, fingerprint, aspect_key, it) for it in items]
             todo = []
             for k, key in enumerate(keys):
                 hit = self.cache.get(key)

@@ -5,7 +5,7 @@ import torch
 
 from judge_reward import GPTScore, GPTScoreConfig, Item, load_aspects
 from judge_reward.prompts.gptscore import build_gptscore_prompt
-from tiny_models import make_backend
+from tiny_models import make_backend, save_judge_config
 
 ITEMS = [
     Item(" The council met on Tuesday.", "The city council met on Tuesday to discuss the budget for next year.", "Council met."),
@@ -94,6 +94,27 @@ def test_the_dialogue_question_shows_the_fact_the_reply_may_use():
     assert s.value == pytest.approx(reference_score(backend, p.context, p.continuation), abs=1e-4)
     [bare] = GPTScore().score(backend, aspect, [Item("I love that band!", "Hi there \n Hello")])
     assert bare.value != pytest.approx(s.value, abs=1e-6)
+
+
+def test_a_changed_dialogue_template_does_not_replay_judgments_cached_from_the_old_one(tmp_path):
+    """The cache key holds the item, not the prompt: a task whose template changed adds its revision
+    to the key, and a task at its first revision (summarisation) keeps the keys it always had."""
+    from judge_reward import Judge, JudgeConfig
+    from judge_reward.cache import judgment_key
+
+    config = JudgeConfig.load(save_judge_config(tmp_path, "char", aspects_file="topical_chat",
+                                                cache={"path": str(tmp_path / "c.sqlite")}))
+    judge = Judge(config)
+    item = Item("I love that band!", "Hi there \n Hello", "The band sold a million records.")
+    aspect = judge.aspect_set.get("groundedness")
+    [got] = judge.score([item], ["groundedness"])
+    method = judge.method("gptscore")
+    assert method.prompt_revision(aspect) == "/prompt2"
+    assert method.prompt_revision(load_aspects("summeval").get("coherence")) == ""
+    fp, model = method.fingerprint(), judge.backend.model_id
+    assert judge.cache.get(judgment_key(model, fp, aspect.content_hash() + "/prompt2", item)) is not None
+    assert judge.cache.get(judgment_key(model, fp, aspect.content_hash(), item)) is None
+    assert got["groundedness"].value is not None
 
 
 def test_reference_directions_need_a_reference():

@@ -22,7 +22,7 @@ from typing_extensions import TypedDict
 from ..aspects import Aspect
 from ..backends.base import CandidateRequest, ContinuationRequest, JudgeBackend
 from ..config import ConfigError, Expect, Section
-from ..prompts.gptscore import LAYOUTS, build_gptscore_prompt, unconditional_context
+from ..prompts.gptscore import LAYOUTS, PROMPT_REVISIONS, build_gptscore_prompt, unconditional_context
 from .base import Item, Score, TokenLogprobs, config_fingerprint
 from .common import fit_source, run_plans
 
@@ -78,6 +78,12 @@ class GPTScore:
 
     def fingerprint(self) -> str:
         return config_fingerprint(self.name, self.config)
+
+    def prompt_revision(self, aspect: Aspect) -> str:
+        """What the cache key adds for ``aspect``'s task: its template's revision
+        (:data:`~judge_reward.prompts.gptscore.PROMPT_REVISIONS`), empty at the first."""
+        revision = PROMPT_REVISIONS.get(aspect.task)
+        return f"/prompt{revision}" if revision else ""
 
     def _pairs(self, item: Item) -> list[tuple[str, str]]:
         """(conditioning text, scored text) for each direction this config averages over."""

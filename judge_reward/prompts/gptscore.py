@@ -48,6 +48,11 @@ DIALOGUE = (
 )
 DIALOGUE_ANSWER = " Yes"
 
+# Raised when a task's template changes what the judge reads, so that judgments cached from the old
+# prompt are not replayed as the new one's (the cache key holds the item, not the prompt). A task
+# not listed is at its first revision and adds nothing to the key.
+PROMPT_REVISIONS = {"dialogue": 2}  # 2: the item's reference (Topical-Chat's fact) shown
+
 DEMO_SEPARATOR = "\n\n"
 
 
