@@ -486,9 +486,10 @@ def _attacks(reward, data, references, settings: ScoreboardSettings, progress: b
     # the data's task decides what a fair output is; a set this module does not know: the reward's
     tasks = {getattr(a, "task", None) for a in getattr(reward, "aspects", ())}
     task = DATASET_TASKS.get(data.name) or (tasks.pop() if len(tasks) == 1 else None)
-    # a dialogue item's reference is the fact given with the history: the reply is judged with it
+    # a dialogue item's reference is the fact given with the history: the reply is judged with it,
+    # unless the reward reads the text alone
     pairs = probe_pairs(data, references, settings.probe_groups, settings.max_source_words, settings.probe_offset,
-                        keep_reference=task == "dialogue")
+                        keep_reference=task == "dialogue" and not withhold)
     # without the source: the wordings are still built from it (its words and names), the reward
     # reads the texts alone, and the families only the source exposes are not applicable
     families = [f for f in FAMILIES if not (withhold and f in SOURCE_FAMILIES)]
