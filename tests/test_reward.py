@@ -1285,6 +1285,12 @@ def test_embedded_judge_default_config_a_copied_source_and_a_fake_form_do_not_be
     ("The council closed the bridge. Repairs start in May. Repairs", True),
     ("The council closed the bridge. The council met on Tuesday", False),  # a new sentence, same opening
     ("The council closed the bridge. The council closed the bridge", False),  # said again whole: repetition's
+    # words a spoken sentence closes on (Topical-Chat's replies): not cut
+    ("i have not used it , but i have heard of it before", False),
+    ("it has been a really successful cast though", False),
+    ("i wonder what it sounds like", False),
+    ("there s a lot of talent in it all", False),
+    ("i wonder if they share it for the state or if it is", True),
 ])
 def test_ending_cut_mode_charges_only_endings_no_finished_sentence_has(text, cut):
     from judge_reward.guards import GuardsConfig, SourceStats, apply_guards, ends_cut
