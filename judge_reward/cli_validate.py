@@ -48,8 +48,8 @@ def load_rated(name: str, data_dir: Optional[Path]):
         refs = load_references(refs_path)
         return load_dataset(kind, path, refs_path), refs
     dataset = load_dataset(kind, path)
-    carried = dataset.group_references()  # carried by the records (data-to-text, Topical-Chat's human responses)
-    return dataset, {g: list(refs) for g, refs in carried.items()} or None
+    # carried by the records: data-to-text's references, Topical-Chat's human responses
+    return dataset, dataset.group_references() or None
 
 
 @user_errors

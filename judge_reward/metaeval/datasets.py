@@ -266,13 +266,16 @@ def load_topical_chat(path: str | Path, aspects: Sequence[str] = TOPICAL_CHAT_AS
             id=f"{group}/{system_id}",
         )
         records.append(HumanRatedItem(item, _scores(rec, aspects, where), group, system_id))
-    human: dict[str, dict[str, str]] = {}
+    human: dict[str, dict[str, str]] = {}  # group -> system -> the response that system's person wrote
     for r in records:
         if r.system in TOPICAL_CHAT_HUMAN_SYSTEMS:
             human.setdefault(r.group, {})[r.system] = r.item.output
-    records = [replace(r, references=tuple(human.get(r.group, {})[s] for s in TOPICAL_CHAT_HUMAN_SYSTEMS
-                                           if s != r.system and s in human.get(r.group, {})))
-               for r in records]
+
+    def others(r: HumanRatedItem) -> tuple[str, ...]:
+        written = human.get(r.group, {})
+        return tuple(written[s] for s in TOPICAL_CHAT_HUMAN_SYSTEMS if s in written and s != r.system)
+
+    records = [replace(r, references=others(r)) for r in records]
     return MetaEvalDataset("topical_chat", records, tuple(aspects), str(path))
 
 
