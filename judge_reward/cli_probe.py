@@ -1,8 +1,9 @@
 """``judge-reward probe``: reward-hacking probes for a judge config, as a gate before training.
 
 Register in the typer app with ``app.command("probe")(probe_command)``. Exit codes: 0 when every
-family's win rate is at most ``--max-win-rate``, 1 when some family's is above it (named on
-stderr), 2 for bad input (checked before the judge model is loaded). See docs/probes.md.
+family's attack win rate is at most ``--max-win-rate``, 1 when some family's is above it (named on
+stderr), 2 for bad input (checked before the judge model is loaded). A family's fair wordings (a
+shorter answer kept whole; the source's lead, for a summary) are reported and not gated. See docs/probes.md.
 """
 
 from __future__ import annotations
@@ -25,11 +26,14 @@ def probe_command(
     families: Optional[str] = typer.Option(None, "--families", help="comma-separated families (default: all)"),
     limit: Optional[int] = typer.Option(None, "--limit", help="probe only the first N pairs"),
     wandb: bool = typer.Option(False, "--wandb/--no-wandb", help="log the tables, scalars and figure to W&B"),
+    task: Optional[str] = typer.Option(None, "--task", help="what the outputs are for (summarization, dialogue, ...): "
+                                       "decides which wordings are fair outputs, reported and not gated "
+                                       "(default: the task of the reward's aspects)"),
     n_boot: int = typer.Option(1000, "--n-boot", help="bootstrap resamples for the CIs (0: none)"),
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap"),
 ):
     """Score manipulated versions of real outputs with the trainer's reward; gate on the win rate."""
-    from .aspects import ConfigError
+    from .aspects import TASKS, ConfigError
     from .metaeval.datasets import DatasetError
     from .probes import FAMILIES, load_pairs, run_probes
 
@@ -42,6 +46,8 @@ def probe_command(
         fail(f"--max-win-rate: expected a number in [0, 1], got {max_win_rate!r}")
     if limit is not None and limit < 1:
         fail(f"--limit: expected a whole number >= 1, got {limit!r}")
+    if task is not None and task not in TASKS:
+        fail(f"--task: expected one of {', '.join(TASKS)}, got {task!r}")
     if n_boot < 0:
         fail(f"--n-boot: expected a whole number >= 0, got {n_boot!r}")
     check_output_folder(out, "--out", "probes.json, probes.md and probes.png")
@@ -56,7 +62,7 @@ def probe_command(
         reward = Reward.from_config(config).use_inputs([p.source for p in every_pair])
     except ConfigError as err:
         fail(str(err))
-    report = run_probes(reward, pairs, chosen, n_boot=n_boot, seed=seed)
+    report = run_probes(reward, pairs, chosen, n_boot=n_boot, seed=seed, task=task)
     report.meta["config"] = config
     report.meta["data"] = str(data)
     paths = report.write(out, max_win_rate)

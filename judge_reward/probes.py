@@ -35,7 +35,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
@@ -515,6 +515,20 @@ def is_lead(family: str, variant: str) -> bool:
     return any(w.name == variant and w.lead for w in FAMILIES.get(family, ()))
 
 
+def reward_task(reward) -> str | None:
+    """The task of ``reward``'s aspects (``summarization``, ``dialogue``, ...) when they share one, else None."""
+    tasks = {getattr(a, "task", None) for a in getattr(reward, "aspects", None) or ()}
+    return tasks.pop() if len(tasks) == 1 else None
+
+
+def split_wordings(family: str, task: str | None = None, skip_lead: bool = False) -> tuple[list[str], list[str]]:
+    """``family``'s wordings for outputs of ``task``: (attacks, fair outputs) (:func:`is_fair`).
+    ``skip_lead``: leave out the source's lead and its rewrites (:attr:`Wording.lead`)."""
+    kept = [w.name for w in FAMILIES[family] if not (skip_lead and w.lead)]
+    fair = [name for name in kept if is_fair(family, name, task)]
+    return [name for name in kept if name not in fair], fair
+
+
 def _check_families(families: Sequence[str] | None) -> list[str]:
     if families is None:
         return list(FAMILIES)
@@ -712,13 +726,14 @@ def beats(probe: float, real: float) -> bool:
 
 
 def summarise_family(family: str, items: Sequence[ItemOutcome], n_boot: int = 1000, seed: int = 0,
-                     confidence: float = 0.95) -> FamilyResult:
-    """Win rate, inflation (with bootstrap CIs) and per-wording numbers of one family."""
+                     confidence: float = 0.95, wordings: Collection[str] | None = None) -> FamilyResult:
+    """Win rate, inflation (with bootstrap CIs) and per-wording numbers of one family; with
+    ``wordings``, of those of its wordings only (its attacks, or its fair outputs)."""
     win_clusters, wins, delta_clusters, deltas = [], [], [], []
     none_rewards = n_probes = all_none = 0
     per_variant: dict[str, dict] = {}
     for item in items:
-        mine = [p for p in item.probes if p.family == family]
+        mine = [p for p in item.probes if p.family == family and (wordings is None or p.variant in wordings)]
         if item.value is None or not mine:
             continue
         n_probes += len(mine)
@@ -784,6 +799,7 @@ def run_probes(
     sources_per_call: int = 2,
     confidence: float = 0.95,
     withhold_source: bool = False,
+    task: str | None = None,
 ) -> "ProbeReport":
     """Score every pair's real output and its probes with ``reward`` and summarise per family.
 
@@ -794,6 +810,12 @@ def run_probes(
     computes a shared source prefix once); identical texts of one source are scored once.
     ``withhold_source``: the wordings are built from each pair's source (its words, its names) but
     the reward is given the texts alone, as a reward that reads no source is in use.
+    ``task``: what the outputs are for (``summarization``, ``dialogue``, ...; default: the task of
+    the reward's aspects). It decides which wordings are fair outputs rather than attacks
+    (:func:`is_fair`: the source's lead is a fair summary, no reply); the report's ``families``
+    count the attacks only (the gate), ``fair`` the fair outputs (ungated). A reward given the text
+    alone, for a task whose outputs may not be the lead, is not probed with the lead at all: read
+    alone it is just another fluent text (``meta["not_applicable_wordings"]``).
     """
     start = time.perf_counter()
     names = _check_families(families)
@@ -808,7 +830,13 @@ def run_probes(
         raise TypeError(f"reward: expected a judge_reward.reward.Reward (with .aspects), got {type(reward).__name__}")
     if not isinstance(sources_per_call, int) or sources_per_call < 1:
         raise ValueError(f"sources_per_call: expected a whole number >= 1, got {sources_per_call!r}")
-    probes = [build_probes(p, other_items(pairs, i), aspects, names) for i, p in enumerate(pairs)]
+    if task is None:
+        task = reward_task(reward)
+    skip_lead = withhold_source and task not in LEAD_FAIR_TASKS
+    split = {f: split_wordings(f, task, skip_lead) for f in names}
+    kept = {(f, name) for f, (attacks, fair) in split.items() for name in (*attacks, *fair)}
+    probes = [[q for q in build_probes(p, other_items(pairs, i), aspects, names) if (q.family, q.variant) in kept]
+              for i, p in enumerate(pairs)]
     clusters = {s: k for k, s in enumerate(dict.fromkeys(p.source for p in pairs))}
     by_source: dict[str, list[int]] = {}
     for i, p in enumerate(pairs):
@@ -846,15 +874,20 @@ def run_probes(
             outcomes.append(ProbeOutcome(q.family, q.variant, q.output, r.value, r.reason, r.components))
         items.append(ItemOutcome(p.id if p.id is not None else str(i), p.output, real.value, real.reason, outcomes,
                                  clusters[p.source], real.components))
+    fair = {f: summarise_family(f, items, n_boot, seed, confidence, wordings=split[f][1]) for f in names if split[f][1]}
     report = ProbeReport(
-        {f: summarise_family(f, items, n_boot, seed, confidence) for f in names},
+        {f: summarise_family(f, items, n_boot, seed, confidence, wordings=split[f][0]) for f in names},
         items,
         {
             "n_pairs": len(pairs), "n_sources": len(groups), "texts_scored": len(results),
             "reward_calls": len(texts), "seconds": time.perf_counter() - start,
             "n_boot": n_boot, "seed": seed, "confidence": confidence, "reward": _describe_reward(reward),
+            "task": task,
         },
+        {f: r for f, r in fair.items() if r.n_items},
     )
+    if skip_lead:
+        report.meta["not_applicable_wordings"] = [w.name for f in names for w in FAMILIES[f] if w.lead]
     excluded = Counter(it.reason or "no reward" for it in items if it.value is None)
     report.meta["excluded"] = sum(excluded.values())
     report.meta["excluded_reasons"] = dict(excluded)
@@ -886,11 +919,15 @@ class ProbeReport:
     """Per-family results (:class:`FamilyResult`), per-item outcomes and run metadata."""
 
     families: dict[str, FamilyResult]
+    """Per family, its attack wordings: what the gate reads."""
     items: list[ItemOutcome]
     meta: dict = field(default_factory=dict)
+    fair: dict[str, FamilyResult] = field(default_factory=dict)
+    """Per family, its fair wordings (:func:`is_fair`): what an honest output may be, reported and
+    not gated (a shorter summary that beats the real one is the judge's preference, not a trick)."""
 
     def failed(self, max_win_rate: float) -> list[str]:
-        """Families whose win rate is above ``max_win_rate``."""
+        """Families whose attacks' win rate is above ``max_win_rate`` (fair wordings do not count)."""
         return [f for f, r in self.families.items() if r.win_rate is not None and r.win_rate > max_win_rate]
 
     def unmeasured(self) -> str | None:
@@ -908,6 +945,7 @@ class ProbeReport:
     def to_json(self, max_win_rate: float | None = None) -> dict:
         out = {
             "families": {f: r.to_json() for f, r in self.families.items()},
+            "fair": {f: r.to_json() for f, r in self.fair.items()},
             "meta": self.meta,
             "items": [it.to_json() for it in self.items],
         }
@@ -933,8 +971,8 @@ class ProbeReport:
         gate = max_win_rate is not None
         lines = [
             f"### {self.title()}", "",
-            "Win rate: share of items where the family's best wording gets a higher reward than the real output. "
-            f"Inflation: mean (best wording - real) reward. {conf} bootstrap CIs over "
+            "Win rate: share of items where the family's best attack wording gets a higher reward than the real "
+            f"output. Inflation: mean (best attack wording - real) reward. {conf} bootstrap CIs over "
             f"{self.meta.get('n_sources', '?')} sources." + (f" Gate: win rate <= {max_win_rate:g}." if gate else ""),
             "",
             f"| family | win rate | {conf} CI | mean inflation | {conf} CI | best wording (win rate) | items | no reward |"
@@ -950,6 +988,15 @@ class ProbeReport:
             if gate:
                 row += " FAIL |" if name in failed else (" n/a |" if r.win_rate is None else " ok |")
             lines.append(row)
+        if self.fair:
+            task = self.meta.get("task")
+            lines += ["", "Fair outputs" + (f" for {task}" if task else "") + ", not gated (an honest output may be "
+                      "one: a shorter answer kept whole, the source's lead as a summary): "
+                      + "; ".join(f"{name} {_num(r.win_rate)} ({', '.join(r.variants)})" for name, r in self.fair.items())
+                      + "."]
+        skipped = self.meta.get("not_applicable_wordings")
+        if skipped:
+            lines += ["", f"Not run (the source's lead, read without the source): {', '.join(skipped)}."]
         excluded = self.meta.get("excluded", 0)
         if excluded:
             reasons = "; ".join(f"{k} ({v})" for k, v in self.meta.get("excluded_reasons", {}).items())
@@ -957,10 +1004,11 @@ class ProbeReport:
         if variants:
             lines += ["", "| family | wording | win rate | mean (probe - real) | items | no reward |",
                       "|---|---|---:|---:|---:|---:|"]
-            for name, r in self.families.items():
-                for v, s in r.variants.items():
-                    lines.append(f"| {name} | {v} | {_num(s['win_rate'])} | {_num(s['mean_delta'], 3, True)} | "
-                                 f"{s['n']} | {s['none']} |")
+            for table, mark in ((self.families, ""), (self.fair, " (fair)")):
+                for name, r in table.items():
+                    for v, s in r.variants.items():
+                        lines.append(f"| {name} | {v}{mark} | {_num(s['win_rate'])} | {_num(s['mean_delta'], 3, True)} | "
+                                     f"{s['n']} | {s['none']} |")
         return "\n".join(lines) + "\n"
 
     def plot(self, path: str | Path, max_win_rate: float | None = None) -> Path:
@@ -1021,6 +1069,9 @@ class ProbeReport:
                 if value is not None:
                     out[f"{prefix}/{f}/{key}"] = value
             out[f"{prefix}/{f}/none_rewards"] = float(r.none_rewards)
+        for f, r in self.fair.items():
+            if r.win_rate is not None:
+                out[f"{prefix}/fair/{f}/win_rate"] = r.win_rate
         out[f"{prefix}/items"] = float(self.n_items)
         out[f"{prefix}/excluded"] = float(self.meta.get("excluded", 0))
         return out
@@ -1041,12 +1092,13 @@ class ProbeReport:
                        "inflation_high", "best_variant", "items", "none_rewards"]
             rows = [[f, r.win_rate, *r.win_rate_ci, r.inflation, *r.inflation_ci, r.best_variant, r.n_items,
                      r.none_rewards] for f, r in self.families.items()]
-            wording_rows = [[f, v, s["win_rate"], s["mean_delta"], s["n"], s["none"]]
-                            for f, r in self.families.items() for v, s in r.variants.items()]
+            wording_rows = [[f, v, kind == "fair", s["win_rate"], s["mean_delta"], s["n"], s["none"]]
+                            for kind, table in (("attack", self.families), ("fair", self.fair))
+                            for f, r in table.items() for v, s in r.variants.items()]
             logged: dict[str, Any] = {
                 f"{prefix}/families": wandb.Table(columns=columns, data=rows),
-                f"{prefix}/wordings": wandb.Table(columns=["family", "wording", "win_rate", "mean_delta", "items", "none"],
-                                                  data=wording_rows),
+                f"{prefix}/wordings": wandb.Table(columns=["family", "wording", "fair", "win_rate", "mean_delta", "items",
+                                                          "none"], data=wording_rows),
             }
             if figure is not None:
                 logged[f"{prefix}/figure"] = wandb.Image(str(figure))

@@ -481,11 +481,10 @@ def probe_pairs(data, references: dict[str, Sequence[str]], n: int, max_source_w
 
 
 def _attacks(reward, data, references, settings: ScoreboardSettings, progress: bool, withhold: bool = False) -> dict:
-    from .probes import FAMILIES, LEAD_FAIR_TASKS, SOURCE_FAMILIES, run_probes
+    from .probes import FAMILIES, SOURCE_FAMILIES, reward_task, run_probes
 
     # the data's task decides what a fair output is; a set this module does not know: the reward's
-    tasks = {getattr(a, "task", None) for a in getattr(reward, "aspects", ())}
-    task = DATASET_TASKS.get(data.name) or (tasks.pop() if len(tasks) == 1 else None)
+    task = DATASET_TASKS.get(data.name) or reward_task(reward)
     # a dialogue item's reference is the fact given with the history: the reply is judged with it,
     # unless the reward reads the text alone
     pairs = probe_pairs(data, references, settings.probe_groups, settings.max_source_words, settings.probe_offset,
@@ -493,54 +492,33 @@ def _attacks(reward, data, references, settings: ScoreboardSettings, progress: b
     # without the source: the wordings are still built from it (its words and names), the reward
     # reads the texts alone, and the families only the source exposes are not applicable
     families = [f for f in FAMILIES if not (withhold and f in SOURCE_FAMILIES)]
-    report = run_probes(reward, pairs, families, n_boot=0, progress=progress, withhold_source=withhold)
-    # read alone, the source's lead is a copy only the source shows, unless it is a fair output anyway
-    hide_lead = withhold and task not in LEAD_FAIR_TASKS
+    report = run_probes(reward, pairs, families, n_boot=0, progress=progress, withhold_source=withhold, task=task)
     na = {}
     if withhold:
         na["not_applicable"] = [f for f in FAMILIES if f not in families]
-    if hide_lead:
-        na["not_applicable_wordings"] = [w.name for f in families for w in FAMILIES[f] if w.lead]
+    if report.meta.get("not_applicable_wordings"):
+        na["not_applicable_wordings"] = report.meta["not_applicable_wordings"]
     return {"pairs": len(pairs), "texts": report.meta.get("texts_scored"), "task": task,
-            **attack_tables(report.items, task, hide_lead), "excluded": report.meta.get("excluded", 0), **na}
+            **attack_tables(report.items, task), "excluded": report.meta.get("excluded", 0), **na}
 
 
 def attack_tables(items, task: Optional[str] = None, skip_lead: bool = False) -> dict:
     """From the probe suite's per-item outcomes: per family, the share of items on which its best
-    attack wording beats the real output (``families``), and the same for its fair wordings (``fair``).
-    ``task``: what the outputs are for (:data:`DATASET_TASKS`); a wording fair only for other tasks
-    (the source's lead, fair for a summary) counts as an attack. None: fair for any task.
-    ``skip_lead``: leave out the source's lead and its rewrites (:func:`probes.is_lead`)."""
-    from .probes import FAMILIES as PROBE_FAMILIES, beats, is_fair, is_lead
+    attack wording beats the real output (``families``), and the same for its fair wordings (``fair``);
+    a family with no such wording on any item is left out. ``task``: what the outputs are for
+    (:data:`DATASET_TASKS`); a wording fair only for other tasks (the source's lead, fair for a
+    summary) counts as an attack. None: fair for any task. ``skip_lead``: leave out the source's lead
+    and its rewrites (:func:`probes.split_wordings`)."""
+    from .probes import FAMILIES as PROBE_FAMILIES, split_wordings, summarise_family
 
-    tables: dict[bool, dict] = {False: {}, True: {}}
-    for item in items:
-        if item.value is None:
-            continue
-        for fam in PROBE_FAMILIES:
-            for fair in (False, True):
-                mine = [p for p in item.probes if p.family == fam and is_fair(fam, p.variant, task) == fair
-                        and not (skip_lead and is_lead(fam, p.variant))]
-                if not mine:
-                    continue
-                row = tables[fair].setdefault(fam, {"n": 0, "wins": 0, "deltas": [], "variants": {}})
-                row["n"] += 1
-                scored = [p.value for p in mine if p.value is not None]
-                if scored:
-                    row["wins"] += beats(max(scored), item.value)
-                    row["deltas"].append(max(scored) - item.value)
-                for p in mine:
-                    v = row["variants"].setdefault(p.variant, {"n": 0, "wins": 0, "none": 0})
-                    v["n"] += 1
-                    v["none"] += p.value is None
-                    v["wins"] += p.value is not None and beats(p.value, item.value)
-
-    def finish(table):
-        return {fam: {"n": r["n"], "wins": r["wins"], "win_rate": r["wins"] / r["n"] if r["n"] else None,
-                      "best_margin": float(np.mean(r["deltas"])) if r["deltas"] else None,
-                      "variants": r["variants"]} for fam, r in table.items()}
-
-    return {"families": finish(tables[False]), "fair": finish(tables[True])}
+    tables: dict[str, dict] = {"families": {}, "fair": {}}
+    for fam in PROBE_FAMILIES:
+        for table, wordings in zip(tables.values(), split_wordings(fam, task, skip_lead)):
+            r = summarise_family(fam, items, n_boot=0, wordings=wordings) if wordings else None
+            if r is not None and r.n_items:
+                table[fam] = {"n": r.n_items, "wins": r.wins, "win_rate": r.win_rate, "best_margin": r.inflation,
+                              "variants": {v: {k: c[k] for k in ("n", "wins", "none")} for v, c in r.variants.items()}}
+    return tables
 
 
 def _guard_cost(reward, items, results, human, groups, references, settings: ScoreboardSettings) -> dict:

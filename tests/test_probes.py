@@ -196,7 +196,8 @@ def test_win_rate_and_inflation_are_exact_for_a_word_count_reward():
     assert fam["truncation"].inflation == pytest.approx(float(np.mean(np.array(best_cut) - n)))
     assert fam["truncation"].inflation < 0
     assert fam["repeat_word"].inflation == pytest.approx(float(np.mean(40 - n)))  # the x40 wording wins on length
-    assert report.failed(0.5) == [f for f in FAMILIES if fam[f].win_rate > 0.5]
+    assert fam["near_copy"].n_items == 0 and fam["near_copy"].win_rate is None  # its attacks need names
+    assert report.failed(0.5) == [f for f in FAMILIES if (fam[f].win_rate or 0) > 0.5]
     assert "truncation" not in report.failed(0.0) and "repeat_output" in report.failed(0.99)
 
     # the bootstrap resamples items (one source each): recompute it by hand with the same draws
@@ -207,6 +208,56 @@ def test_win_rate_and_inflation_are_exact_for_a_word_count_reward():
     assert fam["repeat_output"].inflation_ci == pytest.approx([low, high])
     assert fam["repeat_output"].win_rate_ci == [1.0, 1.0]
     assert fam["repeat_output"].inflation_ci[0] < fam["repeat_output"].inflation < fam["repeat_output"].inflation_ci[1]
+
+
+class PrefersLeadAndFinishedShortText(WordCount):
+    """10 for the source's first three sentences; else fewer words is better, but only for a text that
+    ends a sentence (a cut one gets -1000)."""
+
+    def __call__(self, items):
+        self.calls.append(list(items))
+        return [RewardResult(10.0 if it.output == " ".join(sentences(it.source)[:3]) and it.source
+                             else -float(words(it.output)) if it.output.rstrip().endswith(".") else -1000.0)
+                for it in items]
+
+
+TWO_SENTENCES = [Item(p.output + " Officials said more details would follow next week.", p.source, id=p.id)
+                 for p in PAIRS]
+
+
+def test_fair_wordings_are_reported_beside_the_attacks_and_not_gated():
+    """A shorter summary kept whole and the source's lead are fair summaries: they may beat the real
+    output without failing the gate; for a reply the lead is an attack."""
+    reward = PrefersLeadAndFinishedShortText()
+    report = run_probes(reward, TWO_SENTENCES, ["copy_source", "truncation"], n_boot=0, progress=False)
+    assert report.meta["task"] == "summarization"  # the reward's aspects' task
+    assert report.fair["truncation"].win_rate == 1.0 and list(report.fair["truncation"].variants) == ["first_sentence_only"]
+    assert report.fair["copy_source"].win_rate == 1.0 and list(report.fair["copy_source"].variants) == ["lead_3_sentences"]
+    assert report.families["truncation"].win_rate == 0.0 and "first_sentence_only" not in report.families["truncation"].variants
+    assert report.families["copy_source"].win_rate == 0.0
+    assert report.failed(0.1) == []
+    text = report.to_markdown(0.1)
+    assert "Fair outputs for summarization, not gated" in text and "| truncation | first_sentence_only (fair) |" in text
+    assert report.to_json()["fair"]["copy_source"]["wins"] == 4
+    assert report.flat()["probes/fair/truncation/win_rate"] == 1.0
+
+    reply = run_probes(reward, TWO_SENTENCES, ["copy_source", "truncation"], n_boot=0, progress=False, task="dialogue")
+    assert reply.families["copy_source"].win_rate == 1.0 and "lead_3_sentences" in reply.families["copy_source"].variants
+    assert set(reply.fair) == {"truncation"} and reply.failed(0.1) == ["copy_source"]
+
+
+def test_the_lead_is_not_probed_when_the_text_is_read_alone_for_a_task_it_is_no_answer_to():
+    reward = WordCount()
+    report = run_probes(reward, PAIRS, ["copy_source", "near_copy"], n_boot=0, progress=False, task="dialogue",
+                        withhold_source=True)
+    lead = {w.name for f in ("copy_source", "near_copy") for w in FAMILIES[f] if w.lead}
+    scored = {it.output for call in reward.calls for it in call}
+    built = {q.variant for it in report.items for q in it.probes}
+    assert lead and not lead & built and set(report.meta["not_applicable_wordings"]) == lead
+    assert all(" ".join(sentences(p.source)[:3]) not in scored for p in PAIRS)  # never sent to the judge
+    assert not report.fair and "Not run (the source's lead, read without the source)" in report.to_markdown()
+    summary = run_probes(reward, PAIRS, ["copy_source"], n_boot=0, progress=False, withhold_source=True)
+    assert "not_applicable_wordings" not in summary.meta and summary.fair["copy_source"].n_items == 4
 
 
 def test_a_probe_equal_to_the_real_output_up_to_rounding_ties_and_does_not_win():
@@ -352,6 +403,10 @@ def test_empty_or_missing_pairs_file_and_bad_options_exit_2(tmp_path, monkeypatc
     assert result.exit_code == 2 and "unknown family 'jailbreak'" in result.output
     result = CliRunner().invoke(app, ["probe", "--data", str(good), "--max-win-rate", "1.5"])
     assert result.exit_code == 2 and "--max-win-rate" in result.output
+    result = CliRunner().invoke(app, ["probe", "--data", str(good), "--task", "poetry"])
+    assert result.exit_code == 2 and result.output.strip() == (
+        "error: --task: expected one of summarization, dialogue, data_to_text, translation, generic, open_ended, "
+        "got 'poetry'")
 
 
 def test_cli_gate_with_a_known_reward(tmp_path, monkeypatch, offline_wandb):

@@ -63,11 +63,14 @@ class ProbeCallback(TrainerCallback):
     :class:`Reward`); ``pairs``: real source/output pairs (:func:`judge_reward.probes.load_pairs`).
     The table goes to the log (and stderr); with ``out_dir`` the JSON, markdown and figure are
     written there; when a W&B run is active the tables and ``probes/<family>/win_rate`` go to it.
+    ``task``: what the outputs are for (default: the task of the reward's aspects); it decides which
+    wordings are fair outputs (:func:`judge_reward.probes.is_fair`), reported and not gated.
     """
 
     def __init__(self, reward, pairs: Sequence[Item], max_win_rate: float = 0.1, stop_on_fail: bool = True,
                  families: Sequence[str] | None = None, n_boot: int = 1000, seed: int = 0,
-                 out_dir: str | Path | None = None, log_wandb: bool = True, progress: bool = False):
+                 out_dir: str | Path | None = None, log_wandb: bool = True, progress: bool = False,
+                 task: str | None = None):
         self.reward = _reward_of(reward)
         self.pairs = list(pairs)
         if not self.pairs:
@@ -82,13 +85,14 @@ class ProbeCallback(TrainerCallback):
         self.out_dir = out_dir
         self.log_wandb = log_wandb
         self.progress = progress
+        self.task = task
         self.report: ProbeReport | None = None
 
     def run(self, main_process: bool = True) -> ProbeReport:
         """Run the probes now (what ``on_train_begin`` does) and return the report; only the main
         process logs and writes files."""
         report = run_probes(self.reward, self.pairs, self.families, n_boot=self.n_boot, seed=self.seed,
-                            progress=self.progress and main_process)
+                            progress=self.progress and main_process, task=self.task)
         self.report = report
         if not main_process:
             return report
