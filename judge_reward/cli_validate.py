@@ -30,7 +30,7 @@ def fitting_datasets(config) -> list[str]:
     from .scoreboard import DATASETS
 
     name = Path(str(config.aspects_file)).stem
-    return [d for d, spec in DATASETS.items() if name in spec[3]]
+    return [d for d, spec in DATASETS.items() if name in spec.aspect_files]
 
 
 def load_rated(name: str, data_dir: Optional[Path]):
@@ -39,15 +39,16 @@ def load_rated(name: str, data_dir: Optional[Path]):
     from .metaeval.datasets import load_dataset, load_references
     from .scoreboard import DATASETS
 
-    kind, file, refs_file, _ = DATASETS[name]
+    spec = DATASETS[name]
+    file, refs_file = spec.file, spec.references
     path = resolve_data_path(data_dir / file if data_dir else None, *file.split("/"), what=f"--data {name}")
     refs = None
     if refs_file:
         refs_path = resolve_data_path(data_dir / refs_file if data_dir else None, *refs_file.split("/"),
                                       what=f"--data {name} references")
         refs = load_references(refs_path)
-        return load_dataset(kind, path, refs_path), refs
-    dataset = load_dataset(kind, path)
+        return load_dataset(spec.loader, path, refs_path), refs
+    dataset = load_dataset(spec.loader, path)
     # carried by the records: data-to-text's references, Topical-Chat's human responses
     return dataset, dataset.group_references() or None
 

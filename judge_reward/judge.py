@@ -192,9 +192,9 @@ class Judge(JudgeSections):
         fingerprint = scorer.fingerprint()
         results: list[dict[str, Score]] = [{} for _ in items]
         work = []  # (aspect, cache keys, indices of the items not in the cache)
-        revision = getattr(scorer, "prompt_revision", None)  # a task's template changed: its old judgments are stale
         for aspect in chosen:
-            aspect_key = aspect.content_hash() + (revision(aspect) if revision else "")
+            # a task's template changed: its old judgments are stale
+            aspect_key = aspect.content_hash() + scorer.prompt_revision(aspect)
             keys = [judgment_key(self.backend.model_id, fingerprint, aspect_key, it) for it in items]
             todo = []
             for k, key in enumerate(keys):

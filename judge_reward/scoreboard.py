@@ -46,29 +46,41 @@ from .methods.base import Item
 SELECTORS = ("reward", "judge", "longest", "shortest")
 """What picks an input's top output in the selection table (a random pick has gain 0 by definition)."""
 
+@dataclass(frozen=True)
+class RatedSet:
+    """A human-rated set the scoreboard reads: where it is, and what it is for."""
+
+    loader: str
+    """Its loader (:func:`~judge_reward.metaeval.datasets.load_dataset` kind)."""
+    file: str
+    """Its file under the data folder."""
+    references: Optional[str]
+    """A file of human references per input; None: the records carry them (data-to-text's
+    references, Topical-Chat's human responses)."""
+    aspect_files: tuple[str, ...]
+    """The aspect files whose task fits it (``validate`` runs a config on the sets that fit)."""
+    task: str
+    """What its outputs do; it decides which probe wordings are fair outputs (:func:`probes.is_fair`)."""
+    output_only_aspects: tuple[str, ...]
+    """The human aspects whose raters judged the text by itself (their annotation questions need no
+    source): what a reward that reads no source is measured against."""
+
+
 DATASETS = {
-    # dataset -> (loader kind, data file under the data folder, references file, aspect files it fits)
-    "summeval": ("summeval", "summeval/summeval.json", "summeval/references.json",
-                 ("summeval", "gptscore_summarization", "open_ended")),
-    "topical_chat": ("topical_chat", "topical_chat/topical_chat.json", None, ("topical_chat", "gptscore_dialogue", "open_ended")),
-    "bagel": ("d2t", "d2t/bagel.json", None, ("gptscore_data_to_text",)),
-    "sfres": ("d2t", "d2t/sfres.json", None, ("gptscore_data_to_text",)),
-}
-
-# dataset -> the task its outputs do: which probe wordings are fair outputs (:func:`probes.is_fair`)
-DATASET_TASKS = {"summeval": "summarization", "topical_chat": "dialogue", "bagel": "data_to_text",
-                 "sfres": "data_to_text"}
-
-OUTPUT_ONLY_ASPECTS = {
-    # dataset -> the human aspects whose raters judged the text by itself (their annotation questions
-    # need no source): what a reward that reads no source is measured against. SummEval's consistency
-    # and relevance are judged against the article; Topical-Chat's coherence, groundedness and
-    # understandability ("in the context of the history", USR's instructions) against the history
-    # and the fact; BAGEL's and SFRES's informativeness against the dialogue act.
-    "summeval": ("coherence", "fluency"),
-    "topical_chat": ("naturalness", "engagingness"),
-    "bagel": ("naturalness", "quality"),
-    "sfres": ("naturalness", "quality"),
+    # SummEval's consistency and relevance are judged against the article
+    "summeval": RatedSet("summeval", "summeval/summeval.json", "summeval/references.json",
+                         ("summeval", "gptscore_summarization", "open_ended"), "summarization",
+                         ("coherence", "fluency")),
+    # Topical-Chat's coherence, groundedness and understandability "in the context of the history"
+    # (USR's instructions): against the history and the fact
+    "topical_chat": RatedSet("topical_chat", "topical_chat/topical_chat.json", None,
+                             ("topical_chat", "gptscore_dialogue", "open_ended"), "dialogue",
+                             ("naturalness", "engagingness")),
+    # informativeness: against the dialogue act
+    "bagel": RatedSet("d2t", "d2t/bagel.json", None, ("gptscore_data_to_text",), "data_to_text",
+                      ("naturalness", "quality")),
+    "sfres": RatedSet("d2t", "d2t/sfres.json", None, ("gptscore_data_to_text",), "data_to_text",
+                      ("naturalness", "quality")),
 }
 
 
@@ -353,7 +365,8 @@ def validate(reward, dataset, settings: ScoreboardSettings = ScoreboardSettings(
     groups = data.groups
     aspects = list(data.aspects)
     if withhold:
-        aspects = [a for a in aspects if a in OUTPUT_ONLY_ASPECTS.get(data.name, aspects)]
+        known = DATASETS.get(data.name)
+        aspects = [a for a in aspects if a in (known.output_only_aspects if known else aspects)]
     human = {a: data.human(a) for a in aspects}
     board = Scoreboard(config_name, data.name, {**reward.describe(), "guards": list(reward.guards.enabled)})
     board.meta.update(n_items=len(items), n_groups=len(_group_order(groups)), settings=asdict(settings))
@@ -484,7 +497,7 @@ def _attacks(reward, data, references, settings: ScoreboardSettings, progress: b
     from .probes import FAMILIES, SOURCE_FAMILIES, reward_task, run_probes
 
     # the data's task decides what a fair output is; a set this module does not know: the reward's
-    task = DATASET_TASKS.get(data.name) or reward_task(reward)
+    task = DATASETS[data.name].task if data.name in DATASETS else reward_task(reward)
     # a dialogue item's reference is the fact given with the history: the reply is judged with it,
     # unless the reward reads the text alone
     pairs = probe_pairs(data, references, settings.probe_groups, settings.max_source_words, settings.probe_offset,
@@ -506,7 +519,7 @@ def attack_tables(items, task: Optional[str] = None, skip_lead: bool = False) ->
     """From the probe suite's per-item outcomes: per family, the share of items on which its best
     attack wording beats the real output (``families``), and the same for its fair wordings (``fair``);
     a family with no such wording on any item is left out. ``task``: what the outputs are for
-    (:data:`DATASET_TASKS`); a wording fair only for other tasks (the source's lead, fair for a
+    (:attr:`RatedSet.task`); a wording fair only for other tasks (the source's lead, fair for a
     summary) counts as an attack. None: fair for any task. ``skip_lead``: leave out the source's lead
     and its rewrites (:func:`probes.split_wordings`)."""
     from .probes import FAMILIES as PROBE_FAMILIES, split_wordings, summarise_family

@@ -93,6 +93,11 @@ class Method(Protocol):
         """Hash of everything in the method's configuration that changes a score (for the cache)."""
         ...
 
+    def prompt_revision(self, aspect: Aspect) -> str:
+        """What the cache key adds for ``aspect``: the revision of the prompt template its task uses,
+        so that judgments of an earlier template are not replayed as the new one's; empty at the first."""
+        ...
+
     def score(self, backend: JudgeBackend, aspect: Aspect, items: Sequence[Item]) -> list[Score]: ...
 
 

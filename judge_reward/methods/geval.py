@@ -69,6 +69,10 @@ class GEval:
         panel = [a.content_hash() for a in self.panel] if self.config.layout == "shared" else None
         return config_fingerprint(self.name, {"config": self.config, "steps": self._steps_store_digest(), "panel": panel})
 
+    def prompt_revision(self, aspect: Aspect) -> str:
+        """Every task's template is at its first revision: nothing to add to the cache key."""
+        return ""
+
     def _steps_store_digest(self) -> str | None:
         if self.config.steps != "auto":
             return None

@@ -89,6 +89,10 @@ class RatingMethod:
         # The parser decides the score of a cached generation, so its version is part of the key.
         return config_fingerprint(self.name, {**asdict(self.config), "parser": PARSER_VERSION})
 
+    def prompt_revision(self, aspect: Aspect) -> str:
+        """Every task's template is at its first revision: nothing to add to the cache key."""
+        return ""
+
     def prompt(self, aspect: Aspect, item: Item) -> str:
         """The prompt for one item (without any shortening of the source)."""
         steps = self._steps(aspect)
