@@ -798,7 +798,7 @@ def run_probes(
     progress: bool = True,
     sources_per_call: int = 2,
     confidence: float = 0.95,
-    withhold_source: bool = False,
+    withhold_source: bool | None = None,
     task: str | None = None,
 ) -> "ProbeReport":
     """Score every pair's real output and its probes with ``reward`` and summarise per family.
@@ -809,7 +809,10 @@ def run_probes(
     ``sources_per_call`` sources, each source's real output and probes together (the backend
     computes a shared source prefix once); identical texts of one source are scored once.
     ``withhold_source``: the wordings are built from each pair's source (its words, its names) but
-    the reward is given the texts alone, as a reward that reads no source is in use.
+    the reward is given the texts alone, as a reward that reads no source is in use; the families
+    only the source exposes (:data:`SOURCE_FAMILIES`) are then not run (``meta["not_applicable"]``).
+    Default: whether the reward reads no source (``Reward.reads_source``: GPTScore on open-ended
+    aspects).
     ``task``: what the outputs are for (``summarization``, ``dialogue``, ...; default: the task of
     the reward's aspects). It decides which wordings are fair outputs rather than attacks
     (:func:`is_fair`: the source's lead is a fair summary, no reply); the report's ``families``
@@ -832,6 +835,15 @@ def run_probes(
         raise ValueError(f"sources_per_call: expected a whole number >= 1, got {sources_per_call!r}")
     if task is None:
         task = reward_task(reward)
+    if withhold_source is None:
+        withhold_source = not getattr(reward, "reads_source", True)
+    # read without the source, a copy of it, a claim it does not make and another item's output are
+    # each honest-looking text: not something such a reward can be asked to catch
+    not_applicable = [f for f in names if withhold_source and f in SOURCE_FAMILIES]
+    names = [f for f in names if f not in not_applicable]
+    if not names:
+        raise ValueError(f"families: {', '.join(not_applicable)} can only be told from an honest output against "
+                         f"the source, and this reward reads none; choose others")
     skip_lead = withhold_source and task not in LEAD_FAIR_TASKS
     split = {f: split_wordings(f, task, skip_lead) for f in names}
     kept = {(f, name) for f, (attacks, fair) in split.items() for name in (*attacks, *fair)}
@@ -886,6 +898,8 @@ def run_probes(
         },
         {f: r for f, r in fair.items() if r.n_items},
     )
+    if not_applicable:
+        report.meta["not_applicable"] = not_applicable
     if skip_lead:
         report.meta["not_applicable_wordings"] = [w.name for f in names for w in FAMILIES[f] if w.lead]
     excluded = Counter(it.reason or "no reward" for it in items if it.value is None)
@@ -994,6 +1008,9 @@ class ProbeReport:
                       "one: a shorter answer kept whole, the source's lead as a summary): "
                       + "; ".join(f"{name} {_num(r.win_rate)} ({', '.join(r.variants)})" for name, r in self.fair.items())
                       + "."]
+        if self.meta.get("not_applicable"):
+            lines += ["", f"Not run (the reward reads no source, and only the source tells these from an honest "
+                      f"output): {', '.join(self.meta['not_applicable'])}."]
         skipped = self.meta.get("not_applicable_wordings")
         if skipped:
             lines += ["", f"Not run (the source's lead, read without the source): {', '.join(skipped)}."]

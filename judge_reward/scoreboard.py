@@ -494,7 +494,7 @@ def probe_pairs(data, references: dict[str, Sequence[str]], n: int, max_source_w
 
 
 def _attacks(reward, data, references, settings: ScoreboardSettings, progress: bool, withhold: bool = False) -> dict:
-    from .probes import FAMILIES, SOURCE_FAMILIES, reward_task, run_probes
+    from .probes import reward_task, run_probes
 
     # the data's task decides what a fair output is; a set this module does not know: the reward's
     task = DATASETS[data.name].task if data.name in DATASETS else reward_task(reward)
@@ -504,11 +504,10 @@ def _attacks(reward, data, references, settings: ScoreboardSettings, progress: b
                         keep_reference=task == "dialogue" and not withhold)
     # without the source: the wordings are still built from it (its words and names), the reward
     # reads the texts alone, and the families only the source exposes are not applicable
-    families = [f for f in FAMILIES if not (withhold and f in SOURCE_FAMILIES)]
-    report = run_probes(reward, pairs, families, n_boot=0, progress=progress, withhold_source=withhold, task=task)
+    report = run_probes(reward, pairs, n_boot=0, progress=progress, withhold_source=withhold, task=task)
     na = {}
     if withhold:
-        na["not_applicable"] = [f for f in FAMILIES if f not in families]
+        na["not_applicable"] = report.meta.get("not_applicable", [])
     if report.meta.get("not_applicable_wordings"):
         na["not_applicable_wordings"] = report.meta["not_applicable_wordings"]
     return {"pairs": len(pairs), "texts": report.meta.get("texts_scored"), "task": task,

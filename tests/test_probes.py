@@ -250,14 +250,29 @@ def test_the_lead_is_not_probed_when_the_text_is_read_alone_for_a_task_it_is_no_
     reward = WordCount()
     report = run_probes(reward, PAIRS, ["copy_source", "near_copy"], n_boot=0, progress=False, task="dialogue",
                         withhold_source=True)
-    lead = {w.name for f in ("copy_source", "near_copy") for w in FAMILIES[f] if w.lead}
+    assert report.meta["not_applicable"] == ["copy_source"]  # the whole source: honest-looking read alone
+    lead = {w.name for w in FAMILIES["near_copy"] if w.lead}
     scored = {it.output for call in reward.calls for it in call}
     built = {q.variant for it in report.items for q in it.probes}
     assert lead and not lead & built and set(report.meta["not_applicable_wordings"]) == lead
     assert all(" ".join(sentences(p.source)[:3]) not in scored for p in PAIRS)  # never sent to the judge
     assert not report.fair and "Not run (the source's lead, read without the source)" in report.to_markdown()
-    summary = run_probes(reward, PAIRS, ["copy_source"], n_boot=0, progress=False, withhold_source=True)
-    assert "not_applicable_wordings" not in summary.meta and summary.fair["copy_source"].n_items == 4
+    summary = run_probes(reward, PAIRS, ["near_copy"], n_boot=0, progress=False, withhold_source=True)
+    assert "not_applicable_wordings" not in summary.meta and summary.fair["near_copy"].n_items == 4
+
+
+def test_a_reward_that_reads_no_source_is_given_none_and_not_asked_what_only_the_source_shows():
+    reward = WordCount()
+    reward.reads_source = False  # as Reward.reads_source is for GPTScore on open_ended aspects
+    report = run_probes(reward, PAIRS, n_boot=0, progress=False)
+    assert report.meta["not_applicable"] == ["copy_source", "invented_detail", "off_topic"]
+    assert not set(report.meta["not_applicable"]) & set(report.families) and "filler" in report.families
+    assert {it.source for call in reward.calls for it in call} == {""}
+    assert "Not run (the reward reads no source" in report.to_markdown()
+    with pytest.raises(ValueError, match="off_topic can only be told from an honest output against the source"):
+        run_probes(reward, PAIRS, ["off_topic"], n_boot=0, progress=False)
+    given = run_probes(reward, PAIRS, ["off_topic"], n_boot=0, progress=False, withhold_source=False)
+    assert given.families["off_topic"].n_items == 4  # told to give the source: run as asked
 
 
 def test_a_probe_equal_to_the_real_output_up_to_rounding_ties_and_does_not_win():
