@@ -13,7 +13,11 @@ guards), never with raw judge scores. Per family it reports
   reward's units, with a percentile bootstrap CI that resamples sources (= items when each source
   appears once);
 * per-wording win rates, and counts of ``None`` rewards (a probe the reward could not score does
-  not win; a real output without a reward takes its item out, counted). ::
+  not win; a real output without a reward takes its item out, counted).
+
+These count a family's attack wordings. Its fair ones (:func:`is_fair`: the first sentence kept
+whole; for a summary, the source's lead) are what an honest output may be: reported beside them
+(``report.fair``), never gated. ::
 
     from judge_reward.reward import Reward
     reward = Reward.from_config("default")
