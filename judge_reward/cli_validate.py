@@ -33,11 +33,41 @@ def fitting_datasets(config) -> list[str]:
     return [d for d, spec in DATASETS.items() if name in spec.aspect_files]
 
 
+RATED_FILE_SUFFIXES = (".jsonl", ".csv")
+"""A ``--data`` entry ending so is a file of your own rated outputs (meta-eval's generic format)."""
+
+
+def is_rated_file(entry: str) -> bool:
+    """Whether a ``--data`` entry names a file of rated outputs rather than a built-in set."""
+    return Path(entry).suffix.lower() in RATED_FILE_SUFFIXES
+
+
+def load_rated_file(path: Path):
+    """Your own rated outputs (``output``, ``source``, optional ``reference``, ``group``, ``system``,
+    ``id`` and the human ``scores``; :class:`~judge_reward.metaeval.datasets.TableFormat`), and their
+    references per input: the records' ``reference`` fields, None where no record has one."""
+    from dataclasses import replace
+
+    from .metaeval.datasets import load_dataset
+
+    dataset = load_dataset("jsonl" if path.suffix.lower() == ".jsonl" else "csv", path)
+    dataset = replace(dataset, name=path.name)  # never taken for the built-in set of the same stem
+    references: dict[str, list[str]] = {}
+    for rec in dataset.records:
+        if rec.item.reference and rec.item.reference not in references.setdefault(rec.group, []):
+            references[rec.group].append(rec.item.reference)
+    references = {g: refs for g, refs in references.items() if refs}
+    return dataset, references or None
+
+
 def load_rated(name: str, data_dir: Optional[Path]):
     """A rated data set by name, and its references per input (None where it has none)."""
     from .data import resolve_data_path
     from .metaeval.datasets import load_dataset, load_references
     from .scoreboard import DATASETS
+
+    if is_rated_file(name):
+        return load_rated_file(Path(name))
 
     spec = DATASETS[name]
     file, refs_file = spec.file, spec.references
@@ -59,7 +89,8 @@ def validate_command(
                                help="judge YAML(s), comma-separated (paths or built-in names); each one's reward: section"),
     data: Optional[str] = typer.Option(None, "--data",
                                        help="rated sets, comma-separated: summeval, topical_chat, bagel, sfres (default: those the "
-                                            "config's aspect file fits)"),
+                                            "config's aspect file fits), or your own .jsonl/.csv of rated outputs "
+                                            "(meta-eval's format: output, source, group, scores)"),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="the data folder (default: $JUDGE_REWARD_DATA, "
                                                                      "else ../shared/data)"),
     out: Path = typer.Option(Path("reports/scoreboard"), "--out", "-o",
@@ -91,6 +122,7 @@ def validate_command(
     """Validity and robustness of a reward, side by side: agreement, selection, damage, attacks, guard cost."""
     from .judge import JudgeConfig
     from .reward import Reward, check_reward
+    from .probes import reward_task
     from .scoreboard import DATASETS, ScoreboardSettings, flat, probe_range_problem, validate, write
     from .validated import judge_model, other_judge_problem
 
@@ -111,10 +143,10 @@ def validate_command(
         fail("--config: give at least one judge config")
     wanted = [d.strip() for d in data.split(",") if d.strip()] if data is not None else None
     if wanted is not None:
-        unknown = [d for d in wanted if d not in DATASETS]
+        unknown = [d for d in wanted if d not in DATASETS and not is_rated_file(d)]
         if unknown or not wanted:
-            fail(f"--data: unknown rated set {unknown[0]!r}; known: {', '.join(DATASETS)}" if unknown
-                 else f"--data: give at least one of {', '.join(DATASETS)}")
+            fail(f"--data: unknown rated set {unknown[0]!r}; known: {', '.join(DATASETS)}, or a .jsonl/.csv file of "
+                 f"rated outputs" if unknown else f"--data: give at least one of {', '.join(DATASETS)}")
     # every config and data file is checked before any model loads
     plans = []
     for name in names:
@@ -128,7 +160,8 @@ def validate_command(
         sets = wanted if wanted is not None else fits
         if not sets:
             raise UserError(f"--config {name}: aspects_file {cfg.aspects_file!r} fits none of the rated sets "
-                            f"({', '.join(DATASETS)}); name one with --data")
+                            f"({', '.join(DATASETS)}); name one with --data, or give your own .jsonl/.csv of "
+                            f"rated outputs")
         if cache is not None:
             cfg.cache = {**(cfg.cache or {}), "path": str(cache), **({"replay_only": True} if replay_only else {})}
         plans.append((name, cfg, sets))
@@ -146,7 +179,7 @@ def validate_command(
                                   max_source_words=max_source_words, n_bootstrap=n_boot, seed=seed)
     for d, (dataset, refs) in loaded.items():
         n_inputs = len(set(dataset.first_groups(groups).groups))
-        if refs and probe_range_problem(n_inputs, settings):
+        if probe_range_problem(n_inputs, settings):
             fail(f"--probe-offset {probe_offset}: {d} has {n_inputs} inputs to measure (--groups), which leaves "
                  f"none to probe; lower --probe-offset or set --probe-groups 0")
     boards = []
@@ -160,6 +193,8 @@ def validate_command(
         reward = _reward_for(cfg, name, loaded[sets[0]][0], settings)
         for d in sets:
             dataset, refs = loaded[d]
+            if is_rated_file(d) and reward_task(reward) == "dialogue":
+                refs = None  # a reply's reference is the fact it may use, part of its input: no target
             boards.append(validate(reward, dataset, settings, name, refs))
     paths = write(boards, out)
     for b in boards:

@@ -350,12 +350,13 @@ def validate(reward, dataset, settings: ScoreboardSettings = ScoreboardSettings(
     responses); with them ROUGE joins the agreement table (against a record's own references where
     it carries them, so that a human response is not scored against itself), the references join
     the guard-cost sample, and the first ``probe_groups`` groups are probed with their first
-    reference as the real output.
+    reference as the real output. Without them the probes' real output is the output people rated
+    best for each input (:func:`best_rated`).
     """
     start = time.perf_counter()
     reward.use_inputs([it.source for it in dataset.items if it.source])  # the task's data: every input of the set
     data = dataset.first_groups(settings.groups)
-    problem = probe_range_problem(len(set(data.groups)), settings) if references else None
+    problem = probe_range_problem(len(set(data.groups)), settings)
     if problem:
         raise ValueError(problem)
     # A reward that reads no source (open-ended aspects) is measured as it will be used: given the
@@ -386,7 +387,9 @@ def validate(reward, dataset, settings: ScoreboardSettings = ScoreboardSettings(
     judged_aspects = {a: per_aspect[a] for a in aspects if a in per_aspect}
     if judged_aspects:
         metrics["judge"] = judged_aspects
-    if references:
+    if references and not all(rec.references or references.get(rec.group) for rec in data.records):
+        board.meta["rouge"] = "not computed: some inputs have no reference"
+    elif references:
         try:
             from .metaeval.rouge import rouge_scores
 
@@ -410,9 +413,11 @@ def validate(reward, dataset, settings: ScoreboardSettings = ScoreboardSettings(
     # 3. damage
     board.damage = _damage(reward, data, results, settings, progress, withhold)
 
-    # 4. attacks: the probe suite on the human references
-    if references and settings.probe_groups:
-        board.attacks = _attacks(reward, data, references, settings, progress, withhold)
+    # 4. attacks: the probe suite on the human references; a set without them is probed on the
+    # output people rated best for each input (no manipulation of it may score above it)
+    if settings.probe_groups:
+        board.attacks = _attacks(reward, data, references or best_rated(data, aspects), settings, progress, withhold)
+        board.attacks["real_output"] = "reference" if references else "best_rated"
 
     # 5. guard cost
     board.guard_cost = _guard_cost(reward, items, results, human, groups, references, settings)
@@ -422,6 +427,23 @@ def validate(reward, dataset, settings: ScoreboardSettings = ScoreboardSettings(
         s = stats()
         board.meta["judge_cache"] = {"hits": s.get("cache_hits"), "misses": s.get("cache_misses")}
     return board
+
+
+def best_rated(data, aspects: Sequence[str]) -> dict[str, list[str]]:
+    """Per input (group), the output people rated best: the highest mean rating over ``aspects``
+    (the first of a tie), as a one-text list in the shape of the references.
+
+    >>> from judge_reward.metaeval.datasets import HumanRatedItem, MetaEvalDataset
+    >>> rated = [HumanRatedItem(Item(text), {"q": q}, "g", "sys") for text, q in (("a", 2.0), ("b", 4.0), ("c", 4.0))]
+    >>> best_rated(MetaEvalDataset("x", rated, ("q",)), ["q"])
+    {'g': ['b']}
+    """
+    best: dict[str, tuple[float, str]] = {}
+    for rec in data.records:
+        rating = float(np.mean([rec.human[a] for a in aspects]))
+        if rec.group not in best or rating > best[rec.group][0]:
+            best[rec.group] = (rating, rec.item.output)
+    return {g: [text] for g, (_, text) in best.items()}
 
 
 def damage_sample(groups: Sequence[str], per_group: Optional[int], first_groups: Optional[int], seed: int) -> list[int]:
@@ -623,13 +645,15 @@ def render_markdown(board: Scoreboard) -> str:
             lines += ["", "Not applicable without the source (a fact changed against it): "
                       + ", ".join(board.damage["not_applicable"])]
     if board.attacks.get("families"):
-        lines += ["", f"**Attacks**: share of inputs on which the family's best attack wording beats the human "
-                      f"reference ({board.attacks['pairs']} inputs)", "",
+        real = ("the output people rated best" if board.attacks.get("real_output") == "best_rated"
+                else "the human reference")
+        lines += ["", f"**Attacks**: share of inputs on which the family's best attack wording beats {real} "
+                      f"({board.attacks['pairs']} inputs)", "",
                   "| family | win rate | best attack's mean margin |", "|---|---|---|"]
         for fam, f in board.attacks["families"].items():
             lines.append(f"| {fam} | {_f(f['win_rate'], 2)} | {_f(f['best_margin'], 3, True)} |")
         if board.attacks.get("fair"):
-            lines += ["", "Fair outputs (not attacks; what they score against the reference): " + ", ".join(
+            lines += ["", f"Fair outputs (not attacks; what they score against {real}): " + ", ".join(
                 f"{fam} {_f(f['win_rate'], 2)} ({', '.join(f['variants'])})" for fam, f in board.attacks["fair"].items())]
         if board.attacks.get("not_applicable"):
             lines += ["", "Not applicable without the source (honest-looking text unless read against it; not run): "

@@ -9,6 +9,7 @@ import pytest
 from scipy.stats import spearmanr
 from typer.testing import CliRunner
 
+from judge_reward import probes, scoreboard
 from judge_reward.aspects import load_aspects
 from judge_reward.cli import app
 from judge_reward.guards import ends_cut, SourceStats, words
@@ -219,13 +220,75 @@ def test_validate_replay_only_reads_the_cache_and_reports_what_it_lacks(tmp_path
     (["--replay-only", "--cache", "/nonexistent/j.sqlite"], "--cache /nonexistent/j.sqlite: no such file"),
     (["--groups", "0"], "--groups: expected a whole number >= 1, got 0"),
     (["--max-win-rate", "2"], "--max-win-rate: expected a number in [0, 1], got 2.0"),
-    (["--data", "wiki"], "--data: unknown rated set 'wiki'; known: summeval, topical_chat, bagel, sfres"),
+    (["--data", "wiki"], "--data: unknown rated set 'wiki'; known: summeval, topical_chat, bagel, sfres, or a .jsonl/.csv"),
+    (["--data", "/nonexistent/rated.jsonl"], "/nonexistent/rated.jsonl"),
     (["--config", "geval_gemma", "--data", "topical_chat", "--data-dir", "/nonexistent"], "--data topical_chat"),
 ])
 def test_validate_command_bad_input_exits_2_with_one_line(extra, message, tmp_path):
     result = CliRunner().invoke(app, ["validate", "--out", str(tmp_path / "o"), *extra])
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
+
+
+def _rated_file(path, data, with_reference):
+    """The fixture's SummEval outputs as a file of your own rated outputs (meta-eval's JSONL format)."""
+    rows = [{"output": rec.item.output, "source": rec.item.source, "group": rec.group, "system": rec.system,
+             "scores": rec.human, **({"reference": rec.item.reference} if with_reference else {})}
+            for rec in data.records]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_validate_runs_on_your_own_rated_file(tmp_path, monkeypatch, fixture_set, one_torch_thread):
+    """Your own rated outputs get the whole scoreboard: without references the probes attack the
+    output people rated best for each input; with them, the first reference (and ROUGE joins)."""
+    data, _ = fixture_set
+    config = save_judge_config(tmp_path, "char", gptscore={"reduce": "mean"},
+                               reward={"aspects": ["coherence"], "normalise": "none", "guards": {"repetition": True}})
+    runner = CliRunner()
+    common = ["validate", "--config", str(config), "--groups", "2", "--damage-per-group", "1", "--probe-groups", "2",
+              "--max-source-words", "25", "--n-boot", "0"]
+    probed = []
+    run_probes = probes.run_probes
+    monkeypatch.setattr(probes, "run_probes", lambda reward, pairs, *a, **k: probed.append(pairs) or run_probes(
+        reward, pairs, *a, **k))
+    bare = _rated_file(tmp_path / "summeval.jsonl", data, with_reference=False)
+    result = runner.invoke(app, [*common, "--data", str(bare), "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    [board] = json.loads((tmp_path / "a" / "scoreboard.json").read_text())
+    assert board["dataset"] == "summeval.jsonl"  # its own name: not taken for the built-in set
+    assert board["agreement"]["reward"]["coherence"]["sample/spearman"]["value"] is not None
+    assert "rouge1" not in board["agreement"] and board["attacks"]["real_output"] == "best_rated"
+    assert board["attacks"]["pairs"] == 2 and board["attacks"]["task"] == "summarization"
+    best = scoreboard.best_rated(data.first_groups(2), list(data.aspects))
+    assert [p.output for p in probed[-1]] == [texts[0] for texts in best.values()]
+    assert "beats the output people rated best (2 inputs)" in result.output
+
+    refs = _rated_file(tmp_path / "mine.jsonl", data, with_reference=True)
+    result = runner.invoke(app, [*common, "--data", str(refs), "--out", str(tmp_path / "b")])
+    assert result.exit_code == 0, result.output
+    [board] = json.loads((tmp_path / "b" / "scoreboard.json").read_text())
+    assert "rouge1" in board["agreement"] and board["attacks"]["real_output"] == "reference"
+    assert [p.output for p in probed[-1]] == [next(r.item.reference for r in data.records if r.group == g)
+                                            for g in list(dict.fromkeys(data.groups))[:2]]
+    assert board["guard_cost"]["repetition"]["references_charged"] is not None
+    assert "beats the human reference (2 inputs)" in result.output
+
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps({"output": "a summary", "group": "d1", "scores": {"coherence": "high"}}) + "\n")
+    result = runner.invoke(app, [*common, "--data", str(broken), "--out", str(tmp_path / "c")])
+    assert result.exit_code == 2 and "broken.jsonl: record 0 (line 1)" in result.output
+    assert "scores.coherence" in result.output and "Traceback" not in result.output
+
+
+def test_best_rated_is_the_top_mean_rating_per_input(fixture_set):
+    data, _ = fixture_set
+    best = scoreboard.best_rated(data, ["coherence", "fluency"])
+    for group in dict.fromkeys(data.groups):
+        mine = [r for r in data.records if r.group == group]
+        top = max(np.mean([r.human["coherence"], r.human["fluency"]]) for r in mine)
+        [text] = best[group]
+        assert np.mean([next(r for r in mine if r.item.output == text).human[a] for a in ("coherence", "fluency")]) == top
 
 
 def test_a_probe_offset_past_the_measured_inputs_is_a_clear_error(sample_data, tmp_path, fixture_set):
