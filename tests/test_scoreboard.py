@@ -281,6 +281,36 @@ def test_validate_runs_on_your_own_rated_file(tmp_path, monkeypatch, fixture_set
     assert "scores.coherence" in result.output and "Traceback" not in result.output
 
 
+def test_your_own_dialogue_file_keeps_the_fact_as_input_and_attacks_the_best_rated_reply(tmp_path, monkeypatch,
+                                                                                          sample_data, one_torch_thread):
+    """A dialogue record's reference is the fact the reply may use: shown to the judge, never a target."""
+    from judge_reward.cli_validate import load_rated
+
+    data, _ = load_rated("topical_chat", sample_data)
+    rows = [{"output": r.item.output, "source": r.item.source, "reference": r.item.reference, "group": r.group,
+             "system": r.system, "scores": {a: r.human[a] for a in ("naturalness", "engagingness")}}
+            for r in data.records]
+    path = tmp_path / "replies.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    config = save_judge_config(tmp_path, "char", aspects_file="topical_chat", gptscore={"reduce": "mean"},
+                               reward={"aspects": ["naturalness", "engagingness"], "normalise": "none",
+                                       "guards": {"repetition": True}})
+    probed = []
+    run_probes = probes.run_probes
+    monkeypatch.setattr(probes, "run_probes", lambda reward, pairs, *a, **k: probed.append(pairs) or run_probes(
+        reward, pairs, *a, **k))
+    result = CliRunner().invoke(app, ["validate", "--config", str(config), "--data", str(path), "--groups", "2",
+                                      "--damage-per-group", "1", "--probe-groups", "2", "--n-boot", "0",
+                                      "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    [board] = json.loads((tmp_path / "o" / "scoreboard.json").read_text())
+    assert board["attacks"]["real_output"] == "best_rated" and board["attacks"]["task"] == "dialogue"
+    assert "rouge1" not in board["agreement"]  # the fact is no reference to score a reply against
+    best = scoreboard.best_rated(data.first_groups(2), ["naturalness", "engagingness"])
+    facts = {r.group: r.item.reference for r in data.records}
+    assert [(p.output, p.reference) for p in probed[-1]] == [(texts[0], facts[g]) for g, texts in best.items()]
+
+
 def test_best_rated_is_the_top_mean_rating_per_input(fixture_set):
     data, _ = fixture_set
     best = scoreboard.best_rated(data, ["coherence", "fluency"])
