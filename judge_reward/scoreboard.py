@@ -92,7 +92,8 @@ class ScoreboardSettings:
         groups: inputs (SummEval documents, dialogue contexts) for agreement and selection; None: all.
         damage_per_group: outputs per input that get damaged copies (chosen with ``seed``); None: all.
         damage_groups: inputs whose outputs are damaged; None: the same as ``groups``.
-        probe_groups: inputs probed with their human reference as the real output (0: no attacks).
+        probe_groups: inputs probed with their human reference (or, without one, the output people rated
+            best) as the real output (0: no attacks).
         probe_offset: skip this many inputs before the probed ones (probe held-out inputs after
             guards were chosen on the first ones).
         max_source_words: cut each probed source to this many words (what a training prompt holds).

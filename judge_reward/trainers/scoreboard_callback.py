@@ -48,7 +48,8 @@ class ScoreboardCallback(TrainerCallback):
     Args:
         reward: the trainer's :class:`~judge_reward.trainers.reward.JudgeReward` (or its per-aspect list, or a Reward).
         dataset: a human-rated :class:`~judge_reward.metaeval.datasets.MetaEvalDataset`.
-        references: group -> human references (for ROUGE and the attacks); None: no attacks.
+        references: group -> human references (for ROUGE and the attacks); None: the attacks run on the
+            output people rated best for each input (``settings.probe_groups=0``: none).
         settings: how much of the data each part reads (:class:`~judge_reward.scoreboard.ScoreboardSettings`).
         min_agreement: the reward's summary-level Spearman with every aspect must reach this.
         max_win_rate: no attack family may win more often.
