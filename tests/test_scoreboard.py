@@ -311,6 +311,25 @@ def test_your_own_dialogue_file_keeps_the_fact_as_input_and_attacks_the_best_rat
     assert [(p.output, p.reference) for p in probed[-1]] == [(texts[0], facts[g]) for g, texts in best.items()]
 
 
+def test_a_rated_file_gives_the_board_of_the_built_in_set_it_was_written_from(tmp_path, fixture_set):
+    """The same outputs, ratings and highlights as a file of your own: the same agreement, selection,
+    damage and attacks as the built-in SummEval board (ROUGE differs: one reference, not eleven)."""
+    from judge_reward.cli_validate import load_rated_file
+
+    data, refs = fixture_set
+    mine, my_refs = load_rated_file(_rated_file(tmp_path / "mine.jsonl", data, with_reference=True))
+    assert all(my_refs[g][0] == refs[g][0] for g in refs)  # the original highlight comes first in both
+    settings = ScoreboardSettings(damage_per_group=1, probe_groups=2, n_bootstrap=0)
+    reward = Reward(WordCountJudge(), {"normalise": "none", "guards": {"ending": {"enabled": True, "mode": "cut"}}})
+    built_in, own = (validate(reward, d, settings, "wc", r, progress=False) for d, r in ((data, refs), (mine, my_refs)))
+    for part in ("selection", "damage"):
+        assert getattr(own, part) == getattr(built_in, part), part
+    assert {k: v for k, v in own.agreement.items() if k != "rouge1"} == {
+        k: v for k, v in built_in.agreement.items() if k != "rouge1"}
+    assert {k: own.attacks[k] for k in ("families", "fair", "task", "pairs")} == {
+        k: built_in.attacks[k] for k in ("families", "fair", "task", "pairs")}
+
+
 def test_best_rated_is_the_top_mean_rating_per_input(fixture_set):
     data, _ = fixture_set
     best = scoreboard.best_rated(data, ["coherence", "fluency"])
