@@ -174,6 +174,9 @@ def validate_command(
             loaded[d] = load_rated(d, data_dir)
         except (DataNotFoundError, DatasetError) as err:
             fail(str(err))
+        if is_rated_file(d) and len(set(loaded[d][0].groups)) == len(loaded[d][0]):
+            typer.echo(f"note: {d}: no two outputs share a group (an input), so agreement within an input and "
+                       f"selection are undefined (n/a); give each record the input it answers as 'group'", err=True)
     settings = ScoreboardSettings(groups=groups, damage_per_group=damage_per_group or None,
                                   damage_groups=damage_groups, probe_groups=probe_groups, probe_offset=probe_offset,
                                   max_source_words=max_source_words, n_bootstrap=n_boot, seed=seed)

@@ -274,6 +274,12 @@ def test_validate_runs_on_your_own_rated_file(tmp_path, monkeypatch, fixture_set
     assert board["guard_cost"]["repetition"]["references_charged"] is not None
     assert "beats the human reference (2 inputs)" in result.output
 
+    alone = tmp_path / "alone.jsonl"
+    alone.write_text("\n".join(json.dumps({"output": r.item.output, "source": r.item.source, "scores": r.human})
+                               for r in data.records[:3]) + "\n")
+    result = runner.invoke(app, [*common, "--data", str(alone), "--out", str(tmp_path / "d")])
+    assert result.exit_code == 0 and "note: " in result.output and "no two outputs share a group" in result.output
+
     broken = tmp_path / "broken.jsonl"
     broken.write_text(json.dumps({"output": "a summary", "group": "d1", "scores": {"coherence": "high"}}) + "\n")
     result = runner.invoke(app, [*common, "--data", str(broken), "--out", str(tmp_path / "c")])
