@@ -56,7 +56,6 @@ def load_rated_file(path: Path):
     for rec in dataset.records:
         if rec.item.reference and rec.item.reference not in references.setdefault(rec.group, []):
             references[rec.group].append(rec.item.reference)
-    references = {g: refs for g, refs in references.items() if refs}
     return dataset, references or None
 
 

@@ -533,8 +533,16 @@ def _attacks(reward, data, references, settings: ScoreboardSettings, progress: b
         na["not_applicable"] = report.meta.get("not_applicable", [])
     if report.meta.get("not_applicable_wordings"):
         na["not_applicable_wordings"] = report.meta["not_applicable_wordings"]
+    tables = {"families": {f: family_table(r) for f, r in report.families.items() if r.n_items},
+              "fair": {f: family_table(r) for f, r in report.fair.items()}}
     return {"pairs": len(pairs), "texts": report.meta.get("texts_scored"), "task": task,
-            **attack_tables(report.items, task), "excluded": report.meta.get("excluded", 0), **na}
+            **tables, "excluded": report.meta.get("excluded", 0), **na}
+
+
+def family_table(r) -> dict:
+    """A family's row of the scoreboard's attack table, from its :class:`probes.FamilyResult`."""
+    return {"n": r.n_items, "wins": r.wins, "win_rate": r.win_rate, "best_margin": r.inflation,
+            "variants": {v: {k: c[k] for k in ("n", "wins", "none")} for v, c in r.variants.items()}}
 
 
 def attack_tables(items, task: Optional[str] = None, skip_lead: bool = False) -> dict:
@@ -551,8 +559,7 @@ def attack_tables(items, task: Optional[str] = None, skip_lead: bool = False) ->
         for table, wordings in zip(tables.values(), split_wordings(fam, task, skip_lead)):
             r = summarise_family(fam, items, n_boot=0, wordings=wordings) if wordings else None
             if r is not None and r.n_items:
-                table[fam] = {"n": r.n_items, "wins": r.wins, "win_rate": r.win_rate, "best_margin": r.inflation,
-                              "variants": {v: {k: c[k] for k in ("n", "wins", "none")} for v, c in r.variants.items()}}
+                table[fam] = family_table(r)
     return tables
 
 
