@@ -159,6 +159,65 @@ def token_mask(token_texts: Sequence[str], spans: Sequence[tuple[int, int]]) -> 
     return mask
 
 
+def token_span_index(token_texts: Sequence[str], spans: Sequence[tuple[int, int]]) -> list[int]:
+    """For each token (the judge's tokens of a text, in order), the index of the first of the
+    character ``spans`` of that text it overlaps, or -1. Tokens are placed as :func:`token_mask`
+    places them.
+
+    >>> token_span_index(["\u2581The", "\u2581cat.", "\u2581It", "\u2581sat."], [(0, 8), (8, 16)])
+    [0, 0, 1, 1]
+    """
+    index, pos = [], 0
+    for tok in token_texts:
+        end = pos + (1 if _BYTE_TOKEN.match(tok) else len(tok.translate(_TOKEN_SPACE)))
+        index.append(next((k for k, (a, b) in enumerate(spans) if a < end and b > pos), -1))
+        pos = end
+    return index
+
+
+def sentence_lift(conditional: Sequence[float], unconditional: Sequence[float], sentence_of_token: Sequence[int],
+                  min_information: float) -> tuple[float, int]:
+    """How much the sentences that say nothing about the source raise the mean log-probability of
+    the output's tokens, and how many of them raise it.
+
+    A sentence says nothing about the source when reading it raised the log-probability of the
+    sentence's tokens by less than ``min_information`` nats per token on average (their mean
+    pointwise mutual information with the source). Such a sentence raises the score when its
+    tokens' mean log-probability (``conditional``) is above the mean of the output's other tokens.
+    The lift is the mean over every token minus the mean over the tokens outside the sentences that
+    raise it: never below 0, and 0 when no token is outside them (an output that says nothing about
+    its source is ``grounding``'s to judge). A sentence that says nothing and lowers the score costs
+    the output already; it is left in. ``sentence_of_token``: each token's sentence
+    (:func:`token_span_index`; -1: none).
+
+    >>> cond, uncond = [-3.0, -3.0, -1.0, -1.0], [-6.0, -6.0, -1.1, -1.0]
+    >>> lift, n = sentence_lift(cond, uncond, [0, 0, 1, 1], min_information=0.2)
+    >>> round(lift, 3), n     # sentence 1 gained 0.05 nats per token from the source: -2.0 - (-3.0)
+    (1.0, 1)
+    >>> sentence_lift(cond, uncond, [0, 0, 1, 1], min_information=0.0)
+    (0.0, 0)
+    """
+    tokens: dict[int, list[int]] = {}
+    for k, s in enumerate(sentence_of_token):
+        if s >= 0:
+            tokens.setdefault(s, []).append(k)
+
+    def mean(values: Sequence[float]) -> float:
+        return sum(values) / len(values)
+
+    lifting = set()
+    for s, at in tokens.items():
+        if mean([conditional[k] - unconditional[k] for k in at]) >= min_information:
+            continue  # the source made it likelier: it says something about it
+        others = [c for c, t in zip(conditional, sentence_of_token) if t != s]
+        if others and mean([conditional[k] for k in at]) > mean(others):
+            lifting.add(s)
+    rest = [c for c, s in zip(conditional, sentence_of_token) if s not in lifting]
+    if not lifting or not rest:
+        return 0.0, len(lifting) if rest else 0
+    return max(0.0, mean(conditional) - mean(rest)), len(lifting)
+
+
 # Words for matching copies: a hyphenated word is one word ("Mer-son" reads as "merson"), so that
 # hyphens inserted into copied words do not hide them.
 MATCH_WORD = re.compile(rf"(?=\w)[{UNSPACED}]|[^\W{UNSPACED}]+(?:[-\u2010\u2011][^\W{UNSPACED}]+)*")
@@ -1251,6 +1310,39 @@ class ValueEchoGuard(Guard):
     needs: ClassVar[frozenset[str]] = frozenset({"masked_pass"})
 
 
+@dataclass
+class LiftGuard(Guard):
+    """What sentences that say nothing about the source add to the judge's score.
+
+    GPTScore's score is the mean log-probability of the output's tokens, so any sentence the judge
+    finds likelier than the rest raises it, whatever it says: a generic sentence appended to a
+    summary ("Overall, this is an important development, and it will be interesting to see what
+    happens next.") beat half of the held-out writer summaries it was added to
+    (docs/research/writer_summaries.md). A sentence says nothing about the source when reading the
+    source raised its tokens' log-probabilities by less than ``min_information`` nats per token on
+    average; the charge is how much such sentences raise the mean (:func:`sentence_lift`), times
+    ``weight``, as a weighted mean over the judged aspects. At weight 1 the output scores what it
+    would without them; a sentence of the output's own that the source makes likelier (a name, an
+    event, a number the article gives) is never charged, nor is one the judge finds less likely
+    than the rest, so an honest output pays only for a sentence that lifts its score without being
+    about its source.
+
+    Likelihood judges only: GPTScore with ``gptscore.unconditional: true`` and ``normalise: none``
+    (the charge is in nats per token).
+    """
+
+    section_path: ClassVar[str] = "reward.guards.lift"
+    charge_fields: ClassVar[tuple[str, ...]] = ()
+
+    enabled: bool = False
+    min_information: FiniteFloat = 0.2
+    """Nats per token: a sentence whose tokens the source made likelier by less than this on
+    average says nothing about it."""
+    weight: Weight = 1.0
+
+    needs: ClassVar[frozenset[str]] = frozenset({"source", "tokens"})
+
+
 TEXT_GUARDS = ("injection", "copy", "repetition", "length", "grounding", "data_values", "word_list", "ending")
 """The guards :func:`apply_guards` measures on the text, in the order their charges are reported."""
 
@@ -1261,6 +1353,7 @@ GUARD_TYPES = {
     "copy_credit": CopyCreditGuard,
     "information": InformationGuard,
     "likelihood_floor": LikelihoodFloorGuard,
+    "lift": LiftGuard,
     "repetition": RepetitionGuard,
     "length": LengthGuard,
     "grounding": GroundingGuard,
@@ -1290,6 +1383,7 @@ class GuardsConfig(Section):
     copy_credit: CopyCreditGuard = field(default_factory=CopyCreditGuard)
     information: InformationGuard = field(default_factory=InformationGuard)
     likelihood_floor: LikelihoodFloorGuard = field(default_factory=LikelihoodFloorGuard)
+    lift: LiftGuard = field(default_factory=LiftGuard)
     repetition: RepetitionGuard = field(default_factory=RepetitionGuard)
     length: LengthGuard = field(default_factory=LengthGuard)
     grounding: GroundingGuard = field(default_factory=GroundingGuard)
@@ -1349,6 +1443,7 @@ class GuardsConfig(Section):
             "copy": near_copy if self.copy.near_copy_words else [],
             "copy_credit": near_copy if self.copy_credit.near_copy_words else [],
             "information": near_copy if self.information.near_copy_words else [],
+            "lift": ["sentences"],
             "repetition": ["function_words"] if self.repetition.max_word_uses is not None else [],
             "grounding": [*(["function_words"] if self.grounding.skip_function_words else []),
                           *(["sentences"] if self.grounding.sentence_threshold is not None else [])],

@@ -38,8 +38,10 @@ from .aspects import Aspect
 from .config import ConfigError, Expect, Section, Weight, build_section
 from .guards import (
     GuardReport, GuardsConfig, InjectionPatterns, SourceStats, apply_guards, copied_token_mask, copy_credit,
-    mask_values, needs_sentence_end, neutralise, source_information, token_mask, unsupported_spans,
+    mask_values, needs_sentence_end, neutralise, sentence_lift, source_information, token_mask, token_span_index,
+    unsupported_spans,
 )
+from .sentences import sentence_spans
 from .judge import Judge, JudgeConfig, JudgeSections
 from .methods.base import Item, Score
 from .reward_config import (  # noqa: F401  (the reward's settings, re-exported where they were)
@@ -409,7 +411,7 @@ class Reward:
         term = self.config.information if self.config.term == "information" else None
         per_aspect: dict[str, dict[str, float]] = {name: {} for name in TOKEN_GUARDS}
         information: dict[str, float] = {}  # the information term per aspect
-        masks: dict[tuple[int, int] | str, list[bool]] = {}  # every aspect scores the same output tokens
+        masks: dict[tuple[int, int] | str, list] = {}  # every aspect scores the same output tokens
 
         def copied_mask(token_texts: list[str], min_fragment: int, near_copy_words: int) -> list[bool]:
             if (min_fragment, near_copy_words) not in masks:
@@ -447,6 +449,7 @@ class Reward:
         own_share: dict[str, float] = {}  # likelihood_floor.uncopied_only: the share of tokens that are the output's own
         budget_mean: dict[str, float] = {}  # likelihood_floor.budget_tokens: the same two over the budget's tokens
         budget_share: dict[str, float] = {}
+        idle_sentences: dict[str, int] = {}  # lift: the sentences that say nothing about the source
         readers = (["term information"] if term is not None else []) + self.guards.reading_unconditional
         for a in self.aspects:
             score = scores.get(a.name)
@@ -501,6 +504,13 @@ class Reward:
                 g = self.guards.information
                 m = no_information_mask(texts, g)
                 per_aspect["information"][a.name] = source_information(cond, uncond, m, g.budget_tokens)
+            if self.guards.lift.enabled:
+                if "sentences" not in masks:  # each token's sentence, the same for every aspect
+                    judged = " " + output.strip()
+                    masks["sentences"] = token_span_index(texts, sentence_spans(judged, self.guards.language))
+                lift, idle = sentence_lift(cond, uncond, masks["sentences"], self.guards.lift.min_information)
+                per_aspect["lift"][a.name] = lift
+                idle_sentences[a.name] = idle
 
         def weighted(values: dict[str, float]) -> float:
             mass = sum(self.weights[n] for n in values)
@@ -517,6 +527,10 @@ class Reward:
             info = weighted(per_aspect["information"])
             report.measured["information"] = {"nats_per_budget_token": info}
             report.penalties["information"] = g.weight * max(0.0, g.floor - info)
+        if self.guards.lift.enabled:
+            lift = weighted(per_aspect["lift"])
+            report.measured["lift"] = {"lift": lift, "idle_sentences": max(idle_sentences.values(), default=0)}
+            report.penalties["lift"] = self.guards.lift.weight * lift
         if self.guards.likelihood_floor.enabled:
             g = self.guards.likelihood_floor
             if g.per_token:  # each own token's shortfall over the budget: readable words cannot offset it

@@ -19,7 +19,7 @@ from .terms import TERMS, InformationTerm
 
 NORMALISATIONS = ("none", "unit", "scale")
 # guards computed from the judge's token log-probabilities, after it scored (the others read the texts)
-TOKEN_GUARDS = ("copy_credit", "information", "likelihood_floor")
+TOKEN_GUARDS = ("copy_credit", "information", "likelihood_floor", "lift")
 FORM_METHODS = ("geval", "rating")  # methods that read their value from a form slot (value_echo)
 """``none``: the judge's value untouched (GPTScore: mean log-prob <= 0; G-Eval/rating: aspect scale).
 ``unit``: mapped onto [0, 1] (G-Eval/rating: ``(v - low) / (high - low)``; GPTScore: ``exp(mean

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from judge_reward import ConfigError, Item, Judge, JudgeConfig, load_aspects
 from judge_reward.cli import app
 from judge_reward.guards import (
+    sentence_lift, token_span_index,
     GuardsConfig, InjectionPatterns, SourceStats, apply_guards, canonical, content_words, copied_fragments,
     copied_token_mask, copy_credit, copy_spans, ends_complete, long_copy_share, mask_values, match_words,
     near_copy_spans, neutralise, novel_word_share, overused_share, repeated_share, source_information, word_positions,
@@ -29,6 +30,7 @@ from judge_reward.guards import (
 )
 from judge_reward.backends.base import ContinuationRequest
 from judge_reward.methods.base import Score
+from judge_reward.sentences import sentence_spans
 from judge_reward.prompts.gptscore import build_gptscore_prompt, unconditional_context
 from judge_reward.prompts.geval import build_geval_prompt, fence
 from judge_reward.reward import Reward, RewardConfig, completion_text, prompt_source
@@ -866,6 +868,55 @@ def test_copy_credit_scores_copied_tokens_as_if_the_source_were_unread():
     assert copied.components["guard/copy_credit"] >= 0.0
 
 
+def test_sentence_lift_by_hand():
+    """sentence_lift: the mean over every token minus the mean without the sentences that gained
+    less than min_information nats per token from the source and sit above the others' mean."""
+    cond = [-3.0, -3.0, -2.0, -2.0, -1.0, -1.0]
+    uncond = [-6.0, -6.0, -2.1, -2.0, -1.0, -1.2]  # gains 3.0, 0.05, 0.1 per token
+    spans = [0, 0, 1, 1, 2, 2]
+    lift, n = sentence_lift(cond, uncond, spans, min_information=0.2)
+    # sentences 1 and 2 say nothing; only 2 sits above the others' mean (1 is at it): the rest is 0 and 1
+    assert n == 1 and lift == pytest.approx(-2.0 - (-2.5))
+    # only sentence 1 says nothing (0.025 per token), and it sits above the others' mean (-2.5)
+    lift, n = sentence_lift([-3.0, -3.0, -1.5, -1.5, -2.0, -2.0], [-6.0, -6.0, -1.55, -1.5, -2.5, -2.5], spans, 0.2)
+    assert n == 1 and lift == pytest.approx(-13.0 / 6 - (-2.5))
+    # a sentence that says nothing and lowers the score is left in: no charge
+    assert sentence_lift([-1.0, -1.0, -4.0], [-5.0, -5.0, -4.0], [0, 0, 1], 0.2) == (0.0, 0)
+    # a lone sentence that says nothing has nothing to lift: grounding judges such an output
+    assert sentence_lift([-1.0, -1.0], [-1.0, -1.0], [0, 0], 0.2) == (0.0, 0)
+    # tokens outside every sentence (-1) always stay in the rest
+    lift, n = sentence_lift([-3.0, -1.0, -1.0], [-3.0, -1.0, -1.0], [-1, 0, 0], 0.2)
+    assert n == 1 and lift == pytest.approx(-5.0 / 3 - (-3.0))
+
+
+def test_lift_charges_what_a_sentence_about_nothing_adds_to_the_judge_score():
+    """The lift guard, recomputed by hand from the backend's rows: at weight 1 the output scores the
+    judge's mean without the sentences that gained too little from the source and lifted the score."""
+    guards = {"lift": {"enabled": True, "min_information": 0.2, "weight": 1.0}}
+    judge = tiny_judge(reward={"normalise": "none", "guards": guards}, gptscore={"reduce": "mean", "unconditional": True})
+    reward = Reward(judge)
+    output = f"{SUMMARY} It is a story that many people will follow with interest."
+    [result] = reward([Item(output, ARTICLE)])
+    charges = []
+    for aspect in reward.aspects:
+        prompt, cond, alone = by_hand_rows(judge, aspect, output)
+        index = token_span_index(cond.tokens, sentence_spans(prompt.continuation))
+        charges.append(sentence_lift(cond.token_logprobs, alone.token_logprobs, index, 0.2)[0])
+    assert result.components["guard/lift"] == pytest.approx(sum(charges) / len(charges), abs=1e-6)
+    judged = sum(result.components[f"aspect/{a.name}"] for a in reward.aspects) / len(reward.aspects)
+    assert result.value == pytest.approx(judged - result.components["guard/lift"], abs=1e-6)
+    assert set(result.guards["lift"]) == {"lift", "idle_sentences", "penalty"}
+
+
+def test_lift_needs_the_source_free_pass():
+    """lift reads the judge's tokens without the source: without gptscore.unconditional it is a
+    config error naming the guard, never a silent 0."""
+    judge = tiny_judge(reward={"normalise": "none", "guards": {"lift": True}}, gptscore={"reduce": "mean"})
+    with pytest.raises(ConfigError, match=r"reward\.guards\.lift.*unconditional: true"):
+        Reward(judge)
+    assert JudgeConfig(reward={"guards": {"lift": True}}).reward  # the section itself is valid
+
+
 def test_token_guards_refuse_a_score_without_its_token_logprobs():
     """A score with a value but no token log-probabilities (a replay, a judge of another kind) is an
     error for the guards that read them, never a silent 0 charge."""
@@ -1419,3 +1470,21 @@ def test_guards_are_registered_components_that_declare_what_they_read():
                                                                                    "bridge"], src, "en"))[1] == 0
     with pytest.raises(NotImplementedError, match="charged by the reward"):
         guards.likelihood_floor.measure(x)
+
+
+def test_default_lift_example_is_default_with_the_lift_guard():
+    """``examples/default_lift.yaml`` is the shipped ``default`` plus the source-free pass the lift
+    guard reads and the guard itself; everything else, the judge included, is the same."""
+    from judge_reward.reward_config import RewardConfig
+
+    shipped = JudgeConfig.load("default")
+    example = JudgeConfig.load(str(Path(__file__).parents[1] / "examples" / "default_lift.yaml"))
+    assert example.gptscore == {**shipped.gptscore, "unconditional": True}
+    assert example.reward["guards"] == {**shipped.reward["guards"],
+                                        "lift": {"enabled": True, "min_information": 0.2, "weight": 2.0}}
+    assert {k: v for k, v in example.reward.items() if k != "guards"} == \
+        {k: v for k, v in shipped.reward.items() if k != "guards"}
+    assert (example.backend, example.aspects_file, example.method) == (shipped.backend, shipped.aspects_file, shipped.method)
+    assert example.validated_with.judge == shipped.validated_with.judge
+    guards = RewardConfig.from_dict(example.reward).guards
+    assert "lift" in guards.reading_unconditional and "lift" in guards.source_guards()
