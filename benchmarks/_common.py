@@ -10,7 +10,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,9 +26,11 @@ def data_dir(explicit: str | Path | None = None, *parts: str) -> Path:
         sys.exit(f"error: {err}")
 
 
-def judge_config(name: str | Path, dtype: str | None = None, cache: str | Path | None = None):
+def judge_config(name: str | Path, dtype: str | None = None, cache: str | Path | None = None,
+                 guard_settings: Sequence[str] = ()):
     """A judge config (built-in name or YAML path) with the judge's dtype and judgment cache a script's
-    ``--dtype`` / ``--cache`` gave (each left as the config has it when None)."""
+    ``--dtype`` / ``--cache`` gave (each left as the config has it when None), and each
+    ``GUARD=JSON`` of ``guard_settings`` (a script's ``--setting``) merged into that guard's section."""
     from judge_reward.judge import JudgeConfig
 
     cfg = JudgeConfig.load(name)
@@ -36,7 +38,25 @@ def judge_config(name: str | Path, dtype: str | None = None, cache: str | Path |
         cfg.backend = {**cfg.backend, "dtype": dtype}
     if cache:
         cfg.cache = {**(cfg.cache or {}), "path": str(cache)}
+    guards = cfg.reward.setdefault("guards", {}) if guard_settings else {}
+    for setting in guard_settings:
+        guard, _, fields = setting.partition("=")
+        guards[guard] = {**guards.get(guard, {}), **json.loads(fields)}
     return cfg
+
+
+def writer_pairs(articles, max_source_words: int) -> list:
+    """Zhang et al.'s articles (:func:`judge_reward.bias_audit.data.load_held_out_articles`) as probe
+    pairs: each article's first writer summary against the article cut to ``max_source_words`` words,
+    as ``judge-reward validate`` probes."""
+    from judge_reward.methods.base import Item
+
+    return [Item(a.human_summaries[0], cut_words(a.article, max_source_words), None, a.article_id) for a in articles]
+
+
+def cut_words(text: str, n: int) -> str:
+    """The first ``n`` whitespace-separated words of ``text``."""
+    return " ".join(text.split()[:n])
 
 
 def summeval(n_docs: int | None = None, data: str | Path | None = None) -> list[list[dict]]:

@@ -18,14 +18,13 @@ articles of ``zhang2023/writer_summaries.json`` (the article cut to ``--max-sour
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from _common import judge_config  # noqa: E402
+from _common import cut_words, judge_config, writer_pairs  # noqa: E402
 
 
 def _summeval_references(explicit: str | None) -> Path | None:
@@ -63,23 +62,14 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     articles = load_held_out_articles(args.data)[:args.articles]
-    cfg = judge_config(args.config, args.dtype, args.cache)
-    guards = cfg.reward.setdefault("guards", {})
-    for setting in args.setting:
-        name, _, fields = setting.partition("=")
-        guards[name] = {**guards.get(name, {}), **json.loads(fields)}
-    reward = Reward.from_config(cfg)
-
-    def cut(text: str) -> str:
-        return " ".join(text.split()[:args.max_source_words])
-
-    pairs = [Item(a.human_summaries[0], cut(a.article), None, a.article_id) for a in articles]
+    reward = Reward.from_config(judge_config(args.config, args.dtype, args.cache, args.setting))
+    pairs = writer_pairs(articles, args.max_source_words)
     report = run_probes(reward, pairs, n_boot=args.n_boot, task="summarization")
     print(f"## {args.config}: probes on {len(pairs)} articles of Zhang et al. (2023), the first writer summary "
           f"as the real output\n")
     print(report.to_markdown(args.max_win_rate, variants=False))
 
-    summaries = [Item(s, cut(a.article)) for a in articles for s in a.human_summaries]
+    summaries = [Item(s, cut_words(a.article, args.max_source_words)) for a in articles for s in a.human_summaries]
     results = reward(summaries)
     print(f"Guards on all {len(summaries)} writer summaries of these articles (share charged, mean charge):\n")
     print("| guard | charged | mean charge when charged |\n|---|---|---|")
@@ -100,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         reports = reward.guard_reports(*reward.prepare(highlights))
         print(f"\nText guards on SummEval's {len(highlights)} references (share charged): " + ", ".join(
             f"{g} {sum(1 for r in reports if r and r.penalties.get(g, 0.0) > 1e-12) / len(reports):.1%}"
-            for g in reward.guards.enabled if g != "ending"))
+            for g in reward.guards.enabled if g != "ending" and g not in reward.guards.reading_unconditional)
+              + " (the guards that read the judge are not counted: the references are not judged)")
     words = [len(s.output.split()) for s in summaries]
     print(f"\nwriter summaries: median {sorted(words)[len(words) // 2]} words (range {min(words)}-{max(words)}); "
           f"{time.perf_counter() - start:.0f} s")

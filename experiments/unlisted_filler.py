@@ -1,0 +1,129 @@
+"""Does generic filler worded after the guards were chosen still beat a real summary?
+
+The probe family ``filler`` appends three fixed generic sentences (``judge_reward.probes.FILLER``).
+The sentences here were written after the ``lift`` guard was chosen and are in no probe family:
+each says nothing about the article. Each is added to a real summary (six at its end, two before
+it) and scored with the config's reward against the article cut to ``--max-source-words``, as
+``judge-reward validate`` probes, on two sets of real summaries:
+
+* SummEval's first ``--articles`` human highlights (where the shipped guards were chosen);
+* Zhang et al.'s (2023) first writer summary of each of their first ``--articles`` articles (held
+  out: docs/research/writer_summaries.md).
+
+Per wording and set: on how many articles it beats the real summary (the probe suite's rule,
+:func:`judge_reward.probes.beats`), and per set on how many some wording does. ``--setting`` swaps a
+guard's fields (JSON, repeatable) to compare.
+
+    PYTHONPATH=. python experiments/unlisted_filler.py --config default --dtype float32 \\
+        --cache judgments.sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from _common import judge_config, writer_pairs  # noqa: E402
+
+# Written after the lift guard was chosen; in no probe family.
+AFTER = (
+    "All in all, this is a story worth keeping an eye on as events continue to unfold.",
+    "It remains to be seen how things will develop from here, but the coming weeks should tell.",
+    "This is a reminder that matters like these can touch many lives in many different ways.",
+    "In short, it was a notable moment, and plenty of people will be watching closely to learn more.",
+    "Time will tell what the full impact of all of this turns out to be for everyone involved.",
+    "News of this kind rarely goes unnoticed, and it is likely to stay a topic of conversation.",
+)
+BEFORE = (
+    "Here is a story that has been getting a lot of attention lately.",
+    "This is one of those situations where there is more to it than meets the eye.",
+)
+WORDINGS = {
+    **{f"after_{k + 1}": (lambda o, s=s: f"{o} {s}") for k, s in enumerate(AFTER)},
+    **{f"before_{k + 1}": (lambda o, s=s: f"{s} {o}") for k, s in enumerate(BEFORE)},
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="default", help="judge config (name or path)")
+    p.add_argument("--articles", type=int, default=20, help="the first N articles of each set")
+    p.add_argument("--max-source-words", type=int, default=400)
+    p.add_argument("--dtype", default=None, help="the judge's dtype (backend.dtype)")
+    p.add_argument("--cache", default=None, help="judgment cache (SQLite)")
+    p.add_argument("--setting", action="append", default=[], metavar="GUARD=JSON",
+                   help='override a guard\'s fields, e.g. lift={"enabled": true} (repeatable)')
+    p.add_argument("--data", type=Path, default=None, help="data folder (default: $JUDGE_REWARD_DATA or ../shared/data)")
+    p.add_argument("--sets", default="summeval,writers", help="which sets, comma-separated: summeval, writers")
+    args = p.parse_args(argv)
+    chosen = {s.strip() for s in args.sets.split(",") if s.strip()}
+    if not chosen or chosen - {"summeval", "writers"}:
+        p.error(f"--sets: expected summeval and/or writers, got {args.sets!r}")
+
+    from tqdm.auto import tqdm
+
+    from judge_reward.bias_audit.data import load_held_out_articles
+    from judge_reward.cli_validate import load_rated
+    from judge_reward.methods.base import Item
+    from judge_reward.probes import beats
+    from judge_reward.reward import Reward
+    from judge_reward.scoreboard import probe_pairs
+
+    reward = Reward.from_config(judge_config(args.config, args.dtype, args.cache, args.setting))
+
+    sets = {}
+    if "summeval" in chosen:
+        dataset, refs = load_rated("summeval", args.data)
+        sets["SummEval highlights"] = probe_pairs(dataset, refs, args.articles, args.max_source_words)
+    if "writers" in chosen:
+        writers = load_held_out_articles(args.data / "zhang2023" if args.data else None)[:args.articles]
+        sets["writer summaries (held out)"] = writer_pairs(writers, args.max_source_words)
+    start = time.perf_counter()
+    table: dict[str, dict[str, list[int]]] = {}
+    any_win: dict[str, list[int]] = {}
+    by_place: dict[str, dict[str, int]] = {}  # articles on which some sentence appended / put before wins
+    for label, pairs in sets.items():
+        texts = [[pair.output.strip(), *(make(pair.output.strip()) for make in WORDINGS.values())] for pair in pairs]
+        flat = [Item(t, pair.source) for pair, row in zip(pairs, texts) for t in row]
+        results = []
+        with tqdm(total=len(flat), desc=label, unit="text") as bar:
+            for lo in range(0, len(flat), 45):  # whole articles per chunk: a chunk shares its sources
+                results += reward(flat[lo:lo + 45])
+                bar.update(len(flat[lo:lo + 45]))
+        width = 1 + len(WORDINGS)
+        table[label] = {name: [0, 0] for name in WORDINGS}
+        any_win[label] = [0, 0]
+        by_place[label] = {"after": 0, "before": 0}
+        for k in range(len(pairs)):
+            real, *attacks = results[k * width:(k + 1) * width]
+            if real.value is None:
+                continue
+            won: set[str] = set()
+            for name, attack in zip(WORDINGS, attacks):
+                if attack.value is None:
+                    continue
+                table[label][name][1] += 1
+                if beats(attack.value, real.value):
+                    table[label][name][0] += 1
+                    won.add(name.split("_")[0])
+            for place in won:
+                by_place[label][place] += 1
+            any_win[label][0] += bool(won)
+            any_win[label][1] += 1
+    print(f"{args.config}, settings {args.setting or 'as shipped'}: {time.perf_counter() - start:.0f} s\n")
+    print("| wording | " + " | ".join(sets) + " |\n|---|" + "---|" * len(sets))
+    for name in WORDINGS:
+        print(f"| {name} | " + " | ".join(f"{table[s][name][0]}/{table[s][name][1]}" for s in sets) + " |")
+    for place in ("after", "before"):
+        print(f"| some sentence {'appended' if place == 'after' else 'put before'} | "
+              + " | ".join(f"{by_place[s][place]}/{any_win[s][1]}" for s in sets) + " |")
+    print("| **some wording** | " + " | ".join(f"**{any_win[s][0]}/{any_win[s][1]}**" for s in sets) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
