@@ -151,12 +151,7 @@ def token_mask(token_texts: Sequence[str], spans: Sequence[tuple[int, int]]) -> 
     """For each token (the judge's tokens of a text, in order), whether it overlaps one of the
     character ``spans`` of that text. Tokens are placed by their characters; a byte-fallback token
     counts as one character."""
-    mask, pos = [], 0
-    for tok in token_texts:
-        end = pos + (1 if _BYTE_TOKEN.match(tok) else len(tok.translate(_TOKEN_SPACE)))
-        mask.append(any(a < end and b > pos for a, b in spans))
-        pos = end
-    return mask
+    return [k >= 0 for k in token_span_index(token_texts, spans)]
 
 
 def token_span_index(token_texts: Sequence[str], spans: Sequence[tuple[int, int]]) -> list[int]:
@@ -201,21 +196,18 @@ def sentence_lift(conditional: Sequence[float], unconditional: Sequence[float], 
     for k, s in enumerate(sentence_of_token):
         if s >= 0:
             tokens.setdefault(s, []).append(k)
-
-    def mean(values: Sequence[float]) -> float:
-        return sum(values) / len(values)
-
+    total, n = sum(conditional), len(conditional)
     lifting = set()
     for s, at in tokens.items():
-        if mean([conditional[k] - unconditional[k] for k in at]) >= min_information:
+        if sum(conditional[k] - unconditional[k] for k in at) / len(at) >= min_information:
             continue  # the source made it likelier: it says something about it
-        others = [c for c, t in zip(conditional, sentence_of_token) if t != s]
-        if others and mean([conditional[k] for k in at]) > mean(others):
+        own = sum(conditional[k] for k in at)
+        if n > len(at) and own / len(at) > (total - own) / (n - len(at)):  # above the other tokens' mean
             lifting.add(s)
     rest = [c for c, s in zip(conditional, sentence_of_token) if s not in lifting]
     if not lifting or not rest:
         return 0.0, len(lifting) if rest else 0
-    return max(0.0, mean(conditional) - mean(rest)), len(lifting)
+    return max(0.0, total / n - sum(rest) / len(rest)), len(lifting)
 
 
 # Words for matching copies: a hyphenated word is one word ("Mer-son" reads as "merson"), so that

@@ -411,7 +411,8 @@ class Reward:
         term = self.config.information if self.config.term == "information" else None
         per_aspect: dict[str, dict[str, float]] = {name: {} for name in TOKEN_GUARDS}
         information: dict[str, float] = {}  # the information term per aspect
-        masks: dict[tuple[int, int] | str, list] = {}  # every aspect scores the same output tokens
+        masks: dict[tuple[int, int] | str, list[bool]] = {}  # every aspect scores the same output tokens
+        sentence_of_token: list[int] | None = None  # lift: each token's sentence, the same for every aspect
 
         def copied_mask(token_texts: list[str], min_fragment: int, near_copy_words: int) -> list[bool]:
             if (min_fragment, near_copy_words) not in masks:
@@ -505,10 +506,9 @@ class Reward:
                 m = no_information_mask(texts, g)
                 per_aspect["information"][a.name] = source_information(cond, uncond, m, g.budget_tokens)
             if self.guards.lift.enabled:
-                if "sentences" not in masks:  # each token's sentence, the same for every aspect
-                    judged = " " + output.strip()
-                    masks["sentences"] = token_span_index(texts, sentence_spans(judged, self.guards.language))
-                lift, idle = sentence_lift(cond, uncond, masks["sentences"], self.guards.lift.min_information)
+                if sentence_of_token is None:
+                    sentence_of_token = token_span_index(texts, sentence_spans(" " + output.strip(), self.guards.language))
+                lift, idle = sentence_lift(cond, uncond, sentence_of_token, self.guards.lift.min_information)
                 per_aspect["lift"][a.name] = lift
                 idle_sentences[a.name] = idle
 
