@@ -229,7 +229,7 @@ class Judge(JudgeSections):
         items = [self._check_item(it, k) for k, it in enumerate(items)]
         chosen = self.aspect_set.get(aspect) if aspect else self.aspects[0]
         scorer = self.method("gptscore")
-        fingerprint = "sentence_end/" + scorer.fingerprint()
+        fingerprint = "sentence_end/" + scorer.context_fingerprint()
         keys = [judgment_key(self.backend.model_id, fingerprint, chosen.content_hash(), it) for it in items]
         results: list[Score | None] = [self.cache.get(k) for k in keys]
         todo = [k for k, hit in enumerate(results) if hit is None]

@@ -30,6 +30,7 @@ from judge_reward.guards import (
 )
 from judge_reward.backends.base import ContinuationRequest
 from judge_reward.methods.base import Score
+from judge_reward.methods.gptscore import GPTScore, GPTScoreConfig, load_baseline
 from judge_reward.sentences import sentence_spans
 from judge_reward.prompts.gptscore import build_gptscore_prompt, unconditional_context
 from judge_reward.prompts.geval import build_geval_prompt, fence
@@ -915,6 +916,62 @@ def test_lift_needs_the_source_free_pass():
     with pytest.raises(ConfigError, match=r"reward\.guards\.lift.*unconditional: true"):
         Reward(judge)
     assert JudgeConfig(reward={"guards": {"lift": True}}).reward  # the section itself is valid
+
+
+def test_a_baseline_source_is_read_in_place_of_the_source_in_the_second_pass():
+    """gptscore.baseline_source: the second pass reads the output after the aspect's instruction
+    over the baseline text, exactly the rows of the same output judged with that text as its source;
+    without it, after the instruction alone."""
+    gptscore = {"reduce": "mean", "layout": "source_first", "unconditional": True}
+    plain = tiny_judge(gptscore=gptscore)
+    news = tiny_judge(gptscore={**gptscore, "baseline_source": "news"})
+    baseline = load_baseline("news")
+    output = f"{SUMMARY} It is a story that many people will follow with interest."
+    [scores] = news.score([Item(output, ARTICLE)])
+    [as_source] = news.score([Item(output, baseline)])
+    [alone] = plain.score([Item(output, ARTICLE)])
+    for aspect in news.aspects:
+        tokens = scores[aspect.name].tokens
+        assert tokens.with_source == alone[aspect.name].tokens.with_source  # the score itself is unchanged
+        assert tokens.without_source == pytest.approx(as_source[aspect.name].tokens.with_source, abs=1e-6)
+        assert tokens.without_source != pytest.approx(alone[aspect.name].tokens.without_source, abs=1e-3)
+        [row] = news.backend.continuation_logprobs([ContinuationRequest(
+            unconditional_context(aspect, "source_first", baseline), " " + output)])
+        assert tokens.without_source == pytest.approx(tuple(row.token_logprobs), abs=1e-6)
+
+
+def test_a_baseline_source_is_a_known_text_read_in_the_second_pass():
+    """baseline_source: a config error naming the field and the value when it is unknown or read in
+    no second pass; a YAML file's text works like the built-in."""
+    with pytest.raises(ConfigError, match=r"gptscore\.baseline_source: 'news' needs unconditional: true"):
+        tiny_judge(gptscore={"baseline_source": "news"})
+    with pytest.raises(ConfigError, match=r"gptscore\.baseline_source: no file 'nowhere'.*built-ins: \['news'\]"):
+        tiny_judge(gptscore={"unconditional": True, "baseline_source": "nowhere"})
+
+
+def test_a_baseline_file_needs_a_text(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("text: ''\n")
+    with pytest.raises(ConfigError, match=r"empty\.yaml.*text: needs a non-empty text, got ''"):
+        load_baseline(str(empty))
+    own = tmp_path / "own.yaml"
+    own.write_text("text: A short report on a village fete.\n")
+    assert load_baseline(str(own)) == "A short report on a village fete."
+
+
+def test_judgments_cached_before_the_baseline_field_still_replay(tmp_path):
+    """The cache key of a config that leaves baseline_source unset is what it was before the field
+    existed (pinned), and the sentence-end check, which reads the output after its own source only,
+    replays across the second pass's settings."""
+    assert GPTScore(GPTScoreConfig(layout="source_first")).fingerprint() == "c88f2b48d7f209c7"
+    with_news = GPTScore(GPTScoreConfig(layout="source_first", unconditional=True, baseline_source="news"))
+    assert with_news.fingerprint() != GPTScore(GPTScoreConfig(layout="source_first", unconditional=True)).fingerprint()
+    db = tmp_path / "judgments.sqlite"
+    cut = Item("The council voted to close the bridge for", ARTICLE)
+    filled = tiny_judge(gptscore={"reduce": "mean"}, cache={"path": str(db)}).sentence_end([cut])
+    replay = tiny_judge(gptscore={"reduce": "mean", "unconditional": True, "baseline_source": "news"},
+                        cache={"path": str(db), "replay_only": True}).sentence_end([cut])
+    assert replay[0].value is not None and replay[0].value == pytest.approx(filled[0].value)
 
 
 def test_token_guards_refuse_a_score_without_its_token_logprobs():

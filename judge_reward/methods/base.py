@@ -27,12 +27,14 @@ class TokenLogprobs:
 
     What the reward's token terms read (``information``, ``copy_credit``, ``likelihood_floor``): the
     information the output gives about its source is ``with_source[k] - without_source[k]`` summed
-    over its tokens. GPTScore fills it when ``gptscore.unconditional`` is on.
+    over its tokens. GPTScore fills it when ``gptscore.unconditional`` is on; with
+    ``gptscore.baseline_source``, ``without_source`` is read after that text in the source's place.
 
     Attributes:
         texts: the output's tokens as text, in order (their concatenation is the scored output).
         with_source: ``log p(token | source, instruction, earlier tokens)``, nats, one per token.
-        without_source: the same with the source left out of the prompt.
+        without_source: the same with the source left out of the prompt (or, with
+            ``gptscore.baseline_source``, replaced by that text).
 
     >>> t = TokenLogprobs(("The", " council"), (-1.0, -0.5), (-2.0, -3.0))
     >>> t.information()

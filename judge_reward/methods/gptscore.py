@@ -12,16 +12,18 @@ sum (``details["sum_logprob"]``). Directions:
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
 
-from dataclasses import dataclass, field
-from typing import Annotated, ClassVar, Literal, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Annotated, ClassVar, Literal, Optional, Sequence
 
 from typing_extensions import TypedDict
 
 from ..aspects import Aspect
 from ..backends.base import CandidateRequest, ContinuationRequest, JudgeBackend
-from ..config import ConfigError, Expect, Section
+from ..config import ConfigError, Expect, Section, read_mapping, resolve_config_path
 from ..prompts.gptscore import LAYOUTS, PROMPT_REVISIONS, build_gptscore_prompt, unconditional_context
 from .base import Item, Score, TokenLogprobs, config_fingerprint
 from .common import fit_source, run_plans
@@ -60,7 +62,15 @@ class GPTScoreConfig(Section):
     """Also score each output after the aspect's instruction alone (no source) and keep both
     per-token log-probability sequences and the tokens as ``Score.tokens``
     (:class:`~judge_reward.methods.base.TokenLogprobs`): what the reward's ``copy_credit``,
-    ``information`` and ``likelihood_floor`` (``unconditional``) guards read. The score itself is unchanged. Costs one short extra row per output and aspect."""
+    ``information``, ``lift`` and ``likelihood_floor`` (``unconditional``) guards read. The score itself is unchanged. Costs one short extra row per output and aspect."""
+    baseline_source: Optional[str] = None
+    """With ``unconditional``: what the judge reads in the source's place in that second pass.
+    ``None``: nothing, the instruction alone. Else a built-in name (``news``: a news article written
+    for this project, about something none of the rated sets covers; ``configs/baselines/``) or a
+    YAML file with a ``text:`` field. After an article of the same kind, what any such article makes
+    likely (a summary's generic opening: "Here is a story that ...") gains nothing from the real
+    source, so the ``lift`` guard and the information term count only what this source makes
+    likely. Costs the baseline's tokens once per aspect and batch."""
 
     def check(self) -> None:
         if self.unconditional and (self.direction != "src_hypo" or not self.instruction or self.demonstrations):
@@ -68,6 +78,28 @@ class GPTScoreConfig(Section):
                 "needs direction 'src_hypo', instruction true and no demonstrations (the source is what is "
                 f"left out), got direction {self.direction!r}, instruction {self.instruction}, "
                 f"{len(self.demonstrations)} demonstration(s)", field="unconditional")
+        if self.baseline_source is not None:
+            if not self.unconditional:
+                raise ConfigError(f"{self.baseline_source!r} needs unconditional: true (the baseline is read in "
+                                  "that second pass)", field="baseline_source")
+            load_baseline(self.baseline_source)
+
+
+def load_baseline(name_or_path: str) -> str:
+    """The text of a baseline source (``gptscore.baseline_source``): a built-in name (``news``) or a
+    YAML file with a non-empty ``text:``.
+
+    >>> load_baseline("news").split(".")[0]
+    'A council in the north of the country voted on Tuesday to keep its main library open on Sundays after a year-long trial drew more visitors than officials had expected'
+    """
+    try:
+        path = resolve_config_path(name_or_path, "baselines")
+    except ConfigError as err:
+        raise ConfigError(str(err).replace("baselines: ", "", 1), field="baseline_source") from None
+    text = read_mapping(path).get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(f"needs a non-empty text, got {text!r}", file=str(path), field="text")
+    return text.strip()
 
 
 class GPTScore:
@@ -77,7 +109,27 @@ class GPTScore:
         self.config = config or GPTScoreConfig()
 
     def fingerprint(self) -> str:
-        return config_fingerprint(self.name, self.config)
+        settings = asdict(self.config)
+        # Left out when unset, so that judgments cached before the field existed stay valid; when
+        # set, the baseline's text (a changed file makes its judgments stale), not its name.
+        baseline = settings.pop("baseline_source")
+        if baseline is not None:
+            settings["baseline_source"] = hashlib.sha256(self.baseline.encode()).hexdigest()[:16]
+        return config_fingerprint(self.name, settings)
+
+    def context_fingerprint(self) -> str:
+        """:meth:`fingerprint` without the second pass's settings (``unconditional``,
+        ``baseline_source``): what a request that reads the output after its own source depends
+        on (:meth:`sentence_end`)."""
+        settings = asdict(self.config)
+        settings.pop("baseline_source")
+        settings["unconditional"] = False
+        return config_fingerprint(self.name, settings)
+
+    @functools.cached_property
+    def baseline(self) -> str | None:
+        """The text of ``baseline_source`` (:func:`load_baseline`), None without one."""
+        return None if self.config.baseline_source is None else load_baseline(self.config.baseline_source)
 
     def prompt_revision(self, aspect: Aspect) -> str:
         """What the cache key adds for ``aspect``'s task: its template's revision
@@ -136,7 +188,7 @@ class GPTScore:
                 owners.append(i)
                 unconditional.append(False)
                 if self.config.unconditional:
-                    context = unconditional_context(aspect, self.config.layout)
+                    context = unconditional_context(aspect, self.config.layout, self.baseline)
                     requests.append(ContinuationRequest(context, prompt.continuation, group=context))
                     owners.append(i)
                     unconditional.append(True)

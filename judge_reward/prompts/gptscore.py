@@ -124,14 +124,26 @@ def _open_ended_prompt(aspect: Aspect, output: str, instruction: bool,
     return GPTScorePrompt(context, " " + output.strip(), context)
 
 
-def unconditional_context(aspect: Aspect, layout: str = "instruction_first") -> str:
-    """The context of :func:`build_gptscore_prompt` without the source: the aspect's instruction and
-    cue alone, so the judge scores what the output is worth when it has not read the source (the
-    reward's ``copy_credit`` and ``information`` guards compare the two)."""
+def unconditional_context(aspect: Aspect, layout: str = "instruction_first", baseline: str | None = None) -> str:
+    """The context of :func:`build_gptscore_prompt` without the item's source: the aspect's
+    instruction and cue alone, so the judge scores what the output is worth when it has not read the
+    source (the reward's ``copy_credit``, ``information`` and ``lift`` compare the two). With
+    ``baseline`` (``gptscore.baseline_source``) the instruction reads that text in the source's
+    place: the judge scores what a text of the same kind, about something else, makes likely.
+
+    >>> from judge_reward.aspects import load_aspects
+    >>> relevance = load_aspects("summeval").get("relevance")
+    >>> unconditional_context(relevance, "source_first").startswith("Write a")
+    True
+    >>> unconditional_context(relevance, "source_first", "Another article.").startswith("Another article.")
+    True
+    """
     if aspect.task == "dialogue":
         raise ValueError("gptscore.unconditional: dialogue prompts score a ' Yes', not the output's own tokens")
     if aspect.task == "open_ended":  # it reads no source anyway
         return OPEN_ENDED.format(quality=aspect.quality)
+    if baseline is not None:
+        return build_gptscore_prompt(aspect, baseline, "", layout=layout).context
     templates = INSTRUCTIONS_SOURCE_FIRST if layout == "source_first" else INSTRUCTIONS
     template = templates.get(aspect.task, templates["generic"])
     return template.replace("{source}\n\n", "").format(quality=aspect.quality)
