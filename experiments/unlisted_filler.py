@@ -1,9 +1,9 @@
 """Does generic filler worded after the guards were chosen still beat a real summary?
 
 The probe family ``filler`` appends three fixed generic sentences (``judge_reward.probes.FILLER``).
-The sentences here were written after the ``lift`` guard was chosen and are in no probe family:
-each says nothing about the article. Each is added to a real summary (six at its end, two before
-it) and scored with the config's reward against the article cut to ``--max-source-words``, as
+The sentences here were written after the ``lift`` guard was chosen (``after_*``, ``before_*``) or
+after its baseline source was chosen on those (``*_later_*``), and are in no probe family: each
+says nothing about the article. Each is added to a real summary (at its end, or before it) and scored with the config's reward against the article cut to ``--max-source-words``, as
 ``judge-reward validate`` probes, on two sets of real summaries:
 
 * SummEval's first ``--articles`` human highlights (where the shipped guards were chosen);
@@ -42,9 +42,24 @@ BEFORE = (
     "Here is a story that has been getting a lot of attention lately.",
     "This is one of those situations where there is more to it than meets the eye.",
 )
+# Written after ``gptscore.baseline_source`` was chosen (on the wordings above); in no probe family.
+LATER_AFTER = (
+    "There is likely to be more to say about this before long, so stay tuned.",
+    "Whatever happens next, this is a story that will not be forgotten quickly.",
+    "It is the kind of news that gets people talking, and for good reason.",
+    "Readers will no doubt form their own opinions about what it all means.",
+)
+LATER_BEFORE = (
+    "What follows is a brief account of a story that many readers will want to know about.",
+    "The short version of this news is below, with the key points first.",
+    "Here, in a few lines, is what happened and why it matters.",
+    "A lot has happened in this story, so it is worth going through it step by step.",
+)
 WORDINGS = {
     **{f"after_{k + 1}": (lambda o, s=s: f"{o} {s}") for k, s in enumerate(AFTER)},
     **{f"before_{k + 1}": (lambda o, s=s: f"{s} {o}") for k, s in enumerate(BEFORE)},
+    **{f"after_later_{k + 1}": (lambda o, s=s: f"{o} {s}") for k, s in enumerate(LATER_AFTER)},
+    **{f"before_later_{k + 1}": (lambda o, s=s: f"{s} {o}") for k, s in enumerate(LATER_BEFORE)},
 }
 
 
@@ -90,11 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         texts = [[pair.output.strip(), *(make(pair.output.strip()) for make in WORDINGS.values())] for pair in pairs]
         flat = [Item(t, pair.source) for pair, row in zip(pairs, texts) for t in row]
         results = []
-        with tqdm(total=len(flat), desc=label, unit="text") as bar:
-            for lo in range(0, len(flat), 45):  # whole articles per chunk: a chunk shares its sources
-                results += reward(flat[lo:lo + 45])
-                bar.update(len(flat[lo:lo + 45]))
         width = 1 + len(WORDINGS)
+        chunk = 5 * width  # whole articles per chunk: a chunk shares its sources
+        with tqdm(total=len(flat), desc=label, unit="text") as bar:
+            for lo in range(0, len(flat), chunk):
+                results += reward(flat[lo:lo + chunk])
+                bar.update(len(flat[lo:lo + chunk]))
         table[label] = {name: [0, 0] for name in WORDINGS}
         any_win[label] = [0, 0]
         by_place[label] = {"after": 0, "before": 0}
