@@ -79,10 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     for set_name, pairs in sets.items():
         texts = [(pair, None, pair.output.strip()) for pair in pairs]
         texts += [(pair, name, make(pair.output.strip())) for name, make in WORDINGS.items() for pair in pairs]
-        gains = {}
+        gains, rewritten = {}, set()
         for label, reward in rewards.items():
             items = [Item(text, pair.source) for pair, _, text in texts]
-            gains[label] = [sentence_gains(r, it.output, args.min_tokens) for r, it in zip(reward(items), items)]
+            results = reward(items)
+            gains[label] = [sentence_gains(r, it.output, args.min_tokens) for r, it in zip(results, items)]
+            # the injection guard removed part of the text before the judge read it (a chat opener)
+            rewritten |= {k for k, (r, it) in enumerate(zip(results, items))
+                          if r.judged_output is not None and r.judged_output.strip() != it.output.strip()}
         print(f"\n## {set_name}, first {len(pairs)} articles: gain per sentence, nats per token "
               f"(baseline: none | {args.baseline})\n")
         print(f"| sentences | n | none: min / .05 / .10 / median | {args.baseline}: min / .05 / .10 / median "
@@ -93,13 +97,16 @@ def main(argv: list[str] | None = None) -> int:
             none, other = per_label["none"], per_label[args.baseline]
             print(f"| {which} | {len(none)} | {quantiles(none)} | {quantiles(other)} | "
                   f"{np.mean(np.array(none) < args.min_information):.3f} | {np.mean(np.array(other) < args.min_information):.3f} |")
-        print(f"\n| generic sentence added | none: median / max | {args.baseline}: median / max |\n|---|---|---|")
+        print(f"\n| generic sentence added | none: median / max | {args.baseline}: median / max | texts the injection "
+              "guard rewrote (left out) |\n|---|---|---|---|")
         for name in WORDINGS:
             # the added sentence: the first one of a text it opens, the last of one it closes
             at = 0 if name.startswith("before") else -1
-            row = {label: [gains[label][k][at][1] for k, (_, n, _) in enumerate(texts) if n == name and gains[label][k]]
+            mine = [k for k, (_, n, _) in enumerate(texts) if n == name]
+            row = {label: [gains[label][k][at][1] for k in mine if k not in rewritten and gains[label][k]]
                    for label in rewards}
-            print(f"| {name} | " + " | ".join(f"{np.median(v):.2f} / {max(v):.2f}" for v in row.values()) + " |")
+            cells = [f"{np.median(v):.2f} / {max(v):.2f}" if v else "-" for v in row.values()]
+            print(f"| {name} | " + " | ".join(cells) + f" | {sum(k in rewritten for k in mine)} |")
     return 0
 
 
