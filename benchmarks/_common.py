@@ -54,6 +54,15 @@ def writer_pairs(articles, max_source_words: int) -> list:
     return [Item(a.human_summaries[0], cut_words(a.article, max_source_words), None, a.article_id) for a in articles]
 
 
+def chosen_sets(parser, value: str, known: Sequence[str]) -> set[str]:
+    """The comma-separated set names of a script's ``--sets`` ``value``; any outside ``known``, or
+    none at all, is the parser's usage error (exit code 2)."""
+    chosen = {s.strip() for s in value.split(",") if s.strip()}
+    if not chosen or chosen - set(known):
+        parser.error(f"--sets: expected {' and/or '.join(known)}, got {value!r}")
+    return chosen
+
+
 def cut_words(text: str, n: int) -> str:
     """The first ``n`` whitespace-separated words of ``text``."""
     return " ".join(text.split()[:n])

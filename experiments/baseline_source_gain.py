@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "experiments"))
 
-from _common import judge_config, writer_pairs  # noqa: E402
+from _common import chosen_sets, judge_config, writer_pairs  # noqa: E402
 from sentence_source_gain import sentence_gains  # noqa: E402
 from unlisted_filler import WORDINGS  # noqa: E402
 
@@ -49,9 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", type=Path, default=None, help="data folder (default: $JUDGE_REWARD_DATA or ../shared/data)")
     p.add_argument("--sets", default="writers,summeval", help="which sets, comma-separated: writers, summeval")
     args = p.parse_args(argv)
-    chosen = {s.strip() for s in args.sets.split(",") if s.strip()}
-    if not chosen or chosen - {"summeval", "writers"}:
-        p.error(f"--sets: expected writers and/or summeval, got {args.sets!r}")
+    chosen = chosen_sets(p, args.sets, ("writers", "summeval"))
 
     from judge_reward.bias_audit.data import load_held_out_articles
     from judge_reward.cli_validate import load_rated

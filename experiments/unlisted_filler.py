@@ -3,7 +3,8 @@
 The probe family ``filler`` appends three fixed generic sentences (``judge_reward.probes.FILLER``).
 The sentences here were written after the ``lift`` guard was chosen (``after_*``, ``before_*``) or
 after its baseline source was chosen on those (``*_later_*``), and are in no probe family: each
-says nothing about the article. Each is added to a real summary (at its end, or before it) and scored with the config's reward against the article cut to ``--max-source-words``, as
+says nothing about the article. Each is added to a real summary (at its end, or before it) and
+scored with the config's reward against the article cut to ``--max-source-words``, as
 ``judge-reward validate`` probes, on two sets of real summaries:
 
 * SummEval's first ``--articles`` human highlights (where the shipped guards were chosen);
@@ -27,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from _common import judge_config, writer_pairs  # noqa: E402
+from _common import chosen_sets, judge_config, writer_pairs  # noqa: E402
 
 # Written after the lift guard was chosen; in no probe family.
 AFTER = (
@@ -75,9 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", type=Path, default=None, help="data folder (default: $JUDGE_REWARD_DATA or ../shared/data)")
     p.add_argument("--sets", default="summeval,writers", help="which sets, comma-separated: summeval, writers")
     args = p.parse_args(argv)
-    chosen = {s.strip() for s in args.sets.split(",") if s.strip()}
-    if not chosen or chosen - {"summeval", "writers"}:
-        p.error(f"--sets: expected summeval and/or writers, got {args.sets!r}")
+    chosen = chosen_sets(p, args.sets, ("summeval", "writers"))
 
     from tqdm.auto import tqdm
 
