@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for set_name, pairs in sets.items():
         texts = [(pair, None, pair.output.strip()) for pair in pairs]
-        texts += [(pair, name, make(pair.output.strip())) for name, make in WORDINGS.items() for pair in pairs]
+        texts += [(pair, name, make(pair.output.strip(), pair.source)) for name, make in WORDINGS.items() for pair in pairs]
         gains, rewritten = {}, set()
         for label, reward in rewards.items():
             items = [Item(text, pair.source) for pair, _, text in texts]

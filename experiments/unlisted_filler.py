@@ -2,8 +2,11 @@
 
 The probe family ``filler`` appends three fixed generic sentences (``judge_reward.probes.FILLER``).
 The sentences here were written after the ``lift`` guard was chosen (``after_*``, ``before_*``) or
-after its baseline source was chosen on those (``*_later_*``), and are in no probe family: each
-says nothing about the article. Each is added to a real summary (at its end, or before it) and
+after its baseline source was chosen on those (``*_later_*``), or after ``grounding.per_sentence``
+was chosen on all of those (``*_latest_*``), and are in no probe family: each
+says nothing about the article. The ``*_topical_*`` sentences (written with ``*_latest_*``) say
+nothing either, but name the article's most frequent name (:func:`main_name`), as a policy could
+learn to: the source makes them likelier and their one content word is the source's. Each is added to a real summary (at its end, or before it) and
 scored with the config's reward against the article cut to ``--max-source-words``, as
 ``judge-reward validate`` probes, on two sets of real summaries:
 
@@ -22,8 +25,10 @@ guard's fields (JSON, repeatable) to compare.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -56,11 +61,58 @@ LATER_BEFORE = (
     "Here, in a few lines, is what happened and why it matters.",
     "A lot has happened in this story, so it is worth going through it step by step.",
 )
+# Written after ``grounding.per_sentence`` was chosen (on the wordings above); in no probe family.
+LATEST_AFTER = (
+    "Those closest to the matter are expected to share more details when they are ready.",
+    "As with many stories of this kind, the full picture may take some time to emerge.",
+    "It is a development that will matter to a good number of people, one way or another.",
+)
+LATEST_BEFORE = (
+    "Below is a summary of the main points of a recent news report.",
+    "Some stories are simple and some are not, and this one falls somewhere in between.",
+    "Here are the essential facts, set out as plainly as possible.",
+)
+# Generic sentences about the article's main name (``{name}``: :func:`main_name`), written with LATEST_*.
+TOPICAL_AFTER = (
+    "{name} will no doubt stay in the news for a while yet.",
+    "People who follow {name} will be keen to see what comes next.",
+)
+TOPICAL_BEFORE = (
+    "This is the latest news about {name}.",
+    "There has been a lot of talk about {name} recently.",
+)
+
+
+def main_name(source: str) -> str:
+    """The capitalised word of three letters or more that ``source`` uses most often inside its
+    sentences (not as a sentence's first word); the first such word on a tie, "the story" if none.
+
+    >>> main_name("Police said Smith left. Later, Smith and Jones met. Jones said no. Smith agreed.")
+    'Smith'
+    """
+    words = source.split()
+    counts = Counter(w.strip(".,;:!?'\"()") for k, w in enumerate(words)
+                     if k > 0 and not words[k - 1].endswith((".", "!", "?", '"')) and re.fullmatch(r"[A-Z][a-z]{2,}[.,;:!?'\")]*", w))
+    return counts.most_common(1)[0][0] if counts else "the story"
+
+
+def _added(template: str, after: bool):
+    """A wording: ``template`` (its ``{name}`` filled from the source) appended to the output, or put before it."""
+    def make(output: str, source: str) -> str:
+        sentence = template.format(name=main_name(source)) if "{name}" in template else template
+        return f"{output} {sentence}" if after else f"{sentence} {output}"
+    return make
+
+
 WORDINGS = {
-    **{f"after_{k + 1}": (lambda o, s=s: f"{o} {s}") for k, s in enumerate(AFTER)},
-    **{f"before_{k + 1}": (lambda o, s=s: f"{s} {o}") for k, s in enumerate(BEFORE)},
-    **{f"after_later_{k + 1}": (lambda o, s=s: f"{o} {s}") for k, s in enumerate(LATER_AFTER)},
-    **{f"before_later_{k + 1}": (lambda o, s=s: f"{s} {o}") for k, s in enumerate(LATER_BEFORE)},
+    **{f"after_{k + 1}": _added(s, True) for k, s in enumerate(AFTER)},
+    **{f"before_{k + 1}": _added(s, False) for k, s in enumerate(BEFORE)},
+    **{f"after_later_{k + 1}": _added(s, True) for k, s in enumerate(LATER_AFTER)},
+    **{f"before_later_{k + 1}": _added(s, False) for k, s in enumerate(LATER_BEFORE)},
+    **{f"after_latest_{k + 1}": _added(s, True) for k, s in enumerate(LATEST_AFTER)},
+    **{f"before_latest_{k + 1}": _added(s, False) for k, s in enumerate(LATEST_BEFORE)},
+    **{f"after_topical_{k + 1}": _added(s, True) for k, s in enumerate(TOPICAL_AFTER)},
+    **{f"before_topical_{k + 1}": _added(s, False) for k, s in enumerate(TOPICAL_BEFORE)},
 }
 
 
@@ -101,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     any_win: dict[str, list[int]] = {}
     by_place: dict[str, dict[str, int]] = {}  # articles on which some sentence appended / put before wins
     for label, pairs in sets.items():
-        texts = [[pair.output.strip(), *(make(pair.output.strip()) for make in WORDINGS.values())] for pair in pairs]
+        texts = [[pair.output.strip(), *(make(pair.output.strip(), pair.source) for make in WORDINGS.values())] for pair in pairs]
         flat = [Item(t, pair.source) for pair, row in zip(pairs, texts) for t in row]
         results = []
         width = 1 + len(WORDINGS)

@@ -1531,13 +1531,15 @@ def test_guards_are_registered_components_that_declare_what_they_read():
 
 def test_default_lift_example_is_default_with_the_lift_guard():
     """``examples/default_lift.yaml`` is the shipped ``default`` plus the second pass the lift guard
-    reads (against the built-in news article) and the guard itself; everything else, the judge included, is the same."""
+    reads (against the built-in news article), the guard itself and grounding charged per unsupported
+    sentence (padding must not dilute it); everything else, the judge included, is the same."""
     from judge_reward.reward_config import RewardConfig
 
     shipped = JudgeConfig.load("default")
     example = JudgeConfig.load(str(Path(__file__).parents[1] / "examples" / "default_lift.yaml"))
     assert example.gptscore == {**shipped.gptscore, "unconditional": True, "baseline_source": "news"}
     assert example.reward["guards"] == {**shipped.reward["guards"],
+                                        "grounding": {**shipped.reward["guards"]["grounding"], "per_sentence": 0.2},
                                         "lift": {"enabled": True, "min_information": 0.2, "weight": 2.0}}
     assert {k: v for k, v in example.reward.items() if k != "guards"} == \
         {k: v for k, v in shipped.reward.items() if k != "guards"}
