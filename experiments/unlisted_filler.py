@@ -3,7 +3,8 @@
 The probe family ``filler`` appends three fixed generic sentences (``judge_reward.probes.FILLER``).
 The sentences here were written after the ``lift`` guard was chosen (``after_*``, ``before_*``) or
 after its baseline source was chosen on those (``*_later_*``), or after ``grounding.per_sentence``
-was chosen on all of those (``*_latest_*``), and are in no probe family: each
+was chosen on all of those (``*_latest_*``), or after the lift guard's two readings were chosen
+on all of those (``*_readings_*``), and are in no probe family: each
 says nothing about the article. The ``*_topical_*`` sentences (written with ``*_latest_*``) say
 nothing either, but name the article's most frequent name (:func:`main_name`), as a policy could
 learn to: the source makes them likelier and their one content word is the source's. Each is added to a real summary (at its end, or before it) and
@@ -72,6 +73,18 @@ LATEST_BEFORE = (
     "Some stories are simple and some are not, and this one falls somewhere in between.",
     "Here are the essential facts, set out as plainly as possible.",
 )
+# Written after the lift guard read what such sentences add two ways (on the wordings above, the
+# topical ones included); in no probe family. The last two name the article's main name.
+READINGS_AFTER = (
+    "Much of what happens next will depend on decisions that have yet to be made.",
+    "For now, the situation remains much as described, with more news expected in due course.",
+    "All eyes will be on {name} in the days ahead.",
+)
+READINGS_BEFORE = (
+    "In brief, and leaving aside the finer details, this is how things stand.",
+    "Stories like this one are often more complicated than the headlines suggest.",
+    "{name} has been in the headlines again.",
+)
 # Generic sentences about the article's main name (``{name}``: :func:`main_name`), written with LATEST_*.
 TOPICAL_AFTER = (
     "{name} will no doubt stay in the news for a while yet.",
@@ -113,6 +126,8 @@ WORDINGS = {
     **{f"before_latest_{k + 1}": _added(s, False) for k, s in enumerate(LATEST_BEFORE)},
     **{f"after_topical_{k + 1}": _added(s, True) for k, s in enumerate(TOPICAL_AFTER)},
     **{f"before_topical_{k + 1}": _added(s, False) for k, s in enumerate(TOPICAL_BEFORE)},
+    **{f"after_readings_{k + 1}": _added(s, True) for k, s in enumerate(READINGS_AFTER)},
+    **{f"before_readings_{k + 1}": _added(s, False) for k, s in enumerate(READINGS_BEFORE)},
 }
 
 

@@ -177,13 +177,24 @@ def sentence_lift(conditional: Sequence[float], unconditional: Sequence[float], 
 
     A sentence says nothing about the source when reading it raised the log-probability of the
     sentence's tokens by less than ``min_information`` nats per token on average (their mean
-    pointwise mutual information with the source). Such a sentence raises the score when its
-    tokens' mean log-probability (``conditional``) is above the mean of the output's other tokens.
-    The lift is the mean over every token minus the mean over the tokens outside the sentences that
-    raise it: never below 0, and 0 when no token is outside them (an output that says nothing about
-    its source is ``grounding``'s to judge). A sentence that says nothing and lowers the score costs
-    the output already; it is left in. ``sentence_of_token``: each token's sentence
-    (:func:`token_span_index`; -1: none).
+    pointwise mutual information with the source). What such sentences add to the score is read
+    two ways, and the larger is the lift:
+
+    * against the other tokens: a sentence that says nothing and whose mean log-probability
+      (``conditional``) is above the mean of the output's other tokens raises the score; the lift
+      is the mean over every token minus the mean without those sentences;
+    * against the tokens that say something (the other sentences' and those outside every
+      sentence): each sentence that says nothing adds its share of the tokens times what its mean
+      exceeds theirs, summed.
+
+    Each reading misses what the other sees: among the other tokens, a second generic sentence the
+    judge finds likelier raises their mean above the first one's, which then no longer counts; and
+    against the tokens that say something, a generic sentence added after an honest one that says
+    little and scores low is not above them, though it raises the score. With one such sentence
+    the two agree. The lift is 0 when no such sentence raises the score, or when every token is in
+    one (an output that says nothing about its source is ``grounding``'s to judge); a sentence that
+    says nothing and lowers the score costs the output already and is left in.
+    ``sentence_of_token``: each token's sentence (:func:`token_span_index`; -1: none).
 
     >>> cond, uncond = [-3.0, -3.0, -1.0, -1.0], [-6.0, -6.0, -1.1, -1.0]
     >>> lift, n = sentence_lift(cond, uncond, [0, 0, 1, 1], min_information=0.2)
@@ -196,18 +207,22 @@ def sentence_lift(conditional: Sequence[float], unconditional: Sequence[float], 
     for k, s in enumerate(sentence_of_token):
         if s >= 0:
             tokens.setdefault(s, []).append(k)
+    idle = {s: at for s, at in tokens.items()
+            if sum(conditional[k] - unconditional[k] for k in at) / len(at) < min_information}
+    said = [c for c, s in zip(conditional, sentence_of_token) if s not in idle]
+    if not idle or not said:
+        return 0.0, 0
     total, n = sum(conditional), len(conditional)
-    lifting = set()
-    for s, at in tokens.items():
-        if sum(conditional[k] - unconditional[k] for k in at) / len(at) >= min_information:
-            continue  # the source made it likelier: it says something about it
-        own = sum(conditional[k] for k in at)
-        if n > len(at) and own / len(at) > (total - own) / (n - len(at)):  # above the other tokens' mean
-            lifting.add(s)
-    rest = [c for c, s in zip(conditional, sentence_of_token) if s not in lifting]
-    if not lifting or not rest:
-        return 0.0, len(lifting) if rest else 0
-    return max(0.0, total / n - sum(rest) / len(rest)), len(lifting)
+    # against the other tokens
+    above_others = {s for s, at in idle.items()
+                    if sum(conditional[k] for k in at) / len(at) > (total - sum(conditional[k] for k in at)) / (n - len(at))}
+    rest = [c for c, s in zip(conditional, sentence_of_token) if s not in above_others]
+    by_others = total / n - sum(rest) / len(rest) if above_others else 0.0
+    # against the tokens that say something
+    reference = sum(said) / len(said)
+    excess = [len(at) / n * (sum(conditional[k] for k in at) / len(at) - reference) for at in idle.values()]
+    by_reference = sum(e for e in excess if e > 0)
+    return max(0.0, by_others, by_reference), max(len(above_others), sum(e > 0 for e in excess))
 
 
 # Words for matching copies: a hyphenated word is one word ("Mer-son" reads as "merson"), so that

@@ -870,14 +870,27 @@ def test_copy_credit_scores_copied_tokens_as_if_the_source_were_unread():
 
 
 def test_sentence_lift_by_hand():
-    """sentence_lift: the mean over every token minus the mean without the sentences that gained
-    less than min_information nats per token from the source and sit above the others' mean."""
+    """sentence_lift: what the sentences that gained less than min_information nats per token from
+    the source add to the mean, the larger of two readings: the mean minus the mean without those
+    above the other tokens' mean; the sum of their share of the tokens times what their mean exceeds
+    the mean of the tokens that say something."""
     cond = [-3.0, -3.0, -2.0, -2.0, -1.0, -1.0]
     uncond = [-6.0, -6.0, -2.1, -2.0, -1.0, -1.2]  # gains 3.0, 0.05, 0.1 per token
     spans = [0, 0, 1, 1, 2, 2]
     lift, n = sentence_lift(cond, uncond, spans, min_information=0.2)
-    # sentences 1 and 2 say nothing; only 2 sits above the others' mean (1 is at it): the rest is 0 and 1
-    assert n == 1 and lift == pytest.approx(-2.0 - (-2.5))
+    # sentences 1 and 2 say nothing; each is measured against sentence 0 (-3.0), not against the
+    # other (sentence 1 sits at the mean of 0 and 2, and would pass against them)
+    assert n == 2 and lift == pytest.approx(2 / 6 * (-2.0 + 3.0) + 2 / 6 * (-1.0 + 3.0))
+    # at weight 2, appending the likelier sentence 2 lowers the score (measured against the other
+    # tokens, sentence 1 would stop counting and the appended text would win: -3.0 against -3.5)
+    lone, _ = sentence_lift(cond[:4], uncond[:4], spans[:4], 0.2)
+    assert lone == pytest.approx(-2.5 - (-3.0))
+    padded, real = sum(cond) / 6 - 2 * lift, sum(cond[:4]) / 4 - 2 * lone
+    assert padded == pytest.approx(-4.0) and real == pytest.approx(-3.5)
+    # an honest sentence that says little and scores low (1), then a generic one (2) below the
+    # sentence that says something but above the others' mean: only the first reading sees it
+    lift, n = sentence_lift([-3.0, -3.0, -5.0, -5.0, -3.5, -3.5], [-6.0, -6.0, -5.0, -5.0, -3.5, -3.5], spans, 0.2)
+    assert n == 1 and lift == pytest.approx(-11.5 / 3 - (-4.0))
     # only sentence 1 says nothing (0.025 per token), and it sits above the others' mean (-2.5)
     lift, n = sentence_lift([-3.0, -3.0, -1.5, -1.5, -2.0, -2.0], [-6.0, -6.0, -1.55, -1.5, -2.5, -2.5], spans, 0.2)
     assert n == 1 and lift == pytest.approx(-13.0 / 6 - (-2.5))
