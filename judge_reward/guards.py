@@ -213,14 +213,14 @@ def sentence_lift(conditional: Sequence[float], unconditional: Sequence[float], 
     if not idle or not said:
         return 0.0, 0
     total, n = sum(conditional), len(conditional)
+    own = {s: sum(conditional[k] for k in at) for s, at in idle.items()}
     # against the other tokens
-    above_others = {s for s, at in idle.items()
-                    if sum(conditional[k] for k in at) / len(at) > (total - sum(conditional[k] for k in at)) / (n - len(at))}
+    above_others = {s for s, at in idle.items() if own[s] / len(at) > (total - own[s]) / (n - len(at))}
     rest = [c for c, s in zip(conditional, sentence_of_token) if s not in above_others]
     by_others = total / n - sum(rest) / len(rest) if above_others else 0.0
     # against the tokens that say something
     reference = sum(said) / len(said)
-    excess = [len(at) / n * (sum(conditional[k] for k in at) / len(at) - reference) for at in idle.values()]
+    excess = [len(at) / n * (own[s] / len(at) - reference) for s, at in idle.items()]
     by_reference = sum(e for e in excess if e > 0)
     return max(0.0, by_others, by_reference), max(len(above_others), sum(e > 0 for e in excess))
 
