@@ -416,12 +416,16 @@ def validate(reward, dataset, settings: ScoreboardSettings = ScoreboardSettings(
 
     # 4. attacks: the probe suite on the human references; a set without them is probed on the
     # output people rated best for each input (no manipulation of it may score above it)
+    judged_references: list[dict] = []
     if settings.probe_groups:
-        board.attacks = _attacks(reward, data, references or best_rated(data, aspects), settings, progress, withhold)
+        board.attacks, real = _attacks(reward, data, references or best_rated(data, aspects), settings, progress,
+                                       withhold)
         board.attacks["real_output"] = "reference" if references else "best_rated"
+        if references:
+            judged_references = real
 
     # 5. guard cost
-    board.guard_cost = _guard_cost(reward, items, results, human, groups, references, settings)
+    board.guard_cost = _guard_cost(reward, items, results, human, groups, references, judged_references)
     board.meta["seconds"] = time.perf_counter() - start
     stats = getattr(getattr(reward, "judge", None), "stats", None)
     if callable(stats):
@@ -535,8 +539,11 @@ def _attacks(reward, data, references, settings: ScoreboardSettings, progress: b
         na["not_applicable_wordings"] = report.meta["not_applicable_wordings"]
     tables = {"families": {f: family_table(r) for f, r in report.families.items() if r.n_items},
               "fair": {f: family_table(r) for f, r in report.fair.items()}}
+    # the real outputs' reward terms: where they are the human references, the only references the
+    # judge reads, so what the guards that read its tokens charge them (the guard cost)
+    real = [it.components for it in report.items if it.value is not None]
     return {"pairs": len(pairs), "texts": report.meta.get("texts_scored"), "task": task,
-            **tables, "excluded": report.meta.get("excluded", 0), **na}
+            **tables, "excluded": report.meta.get("excluded", 0), **na}, real
 
 
 def family_table(r) -> dict:
@@ -563,9 +570,13 @@ def attack_tables(items, task: Optional[str] = None, skip_lead: bool = False) ->
     return tables
 
 
-def _guard_cost(reward, items, results, human, groups, references, settings: ScoreboardSettings) -> dict:
+def _guard_cost(reward, items, results, human, groups, references, judged_references: Sequence[dict] = ()) -> dict:
     """Per enabled guard: the share of honest outputs it charges, and the reward's summary-level
-    Spearman with each aspect with and without its charge."""
+    Spearman with each aspect with and without its charge.
+
+    The text guards are run on every human reference. A guard that reads the judge's tokens is
+    counted on the references the judge read (``judged_references``: their reward terms, the probed
+    inputs' first references), with their number in ``references_judged``."""
     from .metaeval.significance import GroupedData
 
     # the human references: the text guards only (the references are not judged here)
@@ -596,8 +607,12 @@ def _guard_cost(reward, items, results, human, groups, references, settings: Sco
         if ref_reports and g in ref_reports[0].penalties:
             ref_charged = [r.penalties[g] for r in ref_reports if r.penalties.get(g, 0.0) > 1e-12]
             row["references_charged"] = len(ref_charged) / len(ref_reports)
+        elif judged_references:
+            ref_charged = [c for c in judged_references if (c.get(f"guard/{g}") or 0.0) > 1e-12]
+            row["references_charged"] = len(ref_charged) / len(judged_references)
+            row["references_judged"] = len(judged_references)
         else:
-            row["references_charged"] = None  # a guard that reads the judge's tokens: references not judged
+            row["references_charged"] = None  # a guard that reads the judge's tokens, and no reference judged
         # rounded: adding a charge back must not break a tie that rounding error made
         without = [round(r.value + (p or 0.0), 12) if r.value is not None else None for r, p in zip(results, pen)]
         row["agreement_with"], row["agreement_without"] = with_all, agreement(without)
@@ -678,7 +693,8 @@ def render_markdown(board: Scoreboard) -> str:
             if g.startswith("_"):
                 continue
             cells = [f"{_f(row['agreement_with'].get(a))} / {_f(row['agreement_without'].get(a))}" for a in aspects]
-            lines.append(f"| {g} | {_f(row['outputs_charged'], 3)} | {_f(row['references_charged'], 3)} | "
+            judged = f" (of {row['references_judged']} judged)" if row.get("references_judged") else ""
+            lines.append(f"| {g} | {_f(row['outputs_charged'], 3)} | {_f(row['references_charged'], 3)}{judged} | "
                          + " | ".join(cells) + " |")
     unscored = unscored_counts(board)
     if any(unscored.values()):

@@ -567,3 +567,32 @@ def test_the_spread_units_example_charges_what_default_charges_with_its_judge():
     assert {k: v for k, v in shipped.reward.items() if k not in ("guards", "units")} == \
         {k: v for k, v in example.reward.items() if k not in ("guards", "units")}
     assert (shipped.backend, shipped.gptscore, shipped.aspects_file) == (example.backend, example.gptscore, example.aspects_file)
+
+
+def test_a_guard_that_reads_the_judges_tokens_is_costed_on_the_references_the_judge_read(fixture_set,
+                                                                                        one_torch_thread):
+    """The text guards run on every human reference; ``lift`` needs the judge's tokens, so its
+    reference cost is counted on the probed inputs' first references, which the probes judge: the
+    same share as the reward gives those references directly."""
+    from judge_reward import Item, Judge
+    from judge_reward.judge import JudgeConfig
+    from tiny_models import make_backend
+
+    data, refs = fixture_set
+    guards = {"lift": {"enabled": True, "min_information": 0.2, "weight": 2.0}, "repetition": True}
+    config = JudgeConfig(aspects_file="summeval", aspects=["coherence", "fluency"], method="gptscore",
+                         gptscore={"reduce": "mean", "unconditional": True, "baseline_source": "news"},
+                         reward={"normalise": "none", "guards": guards})
+    reward = Reward(Judge(config, backend=make_backend("char")))
+    settings = ScoreboardSettings(damage_per_group=0, probe_groups=2, n_bootstrap=0)
+    board = validate(reward, data, settings, "lift", refs, progress=False)
+    lift = board.guard_cost["lift"]
+    assert lift["references_judged"] == 2
+    pairs = scoreboard.probe_pairs(data, refs, 2, settings.max_source_words)
+    direct = [r.components["guard/lift"] > 1e-12 for r in reward([Item(p.output, p.source) for p in pairs])]
+    assert lift["references_charged"] == pytest.approx(np.mean(direct))
+    assert lift["outputs_charged"] is not None
+    # a text guard still reads every reference
+    assert "references_judged" not in board.guard_cost["repetition"]
+    assert board.guard_cost["_references"] == sum(len(v) for v in refs.values())
+    assert "| lift |" in board.to_markdown() and "(of 2 judged)" in board.to_markdown()
