@@ -15,7 +15,7 @@ summary-like opening is likelier after an article than after nothing) and for th
 of ``experiments/unlisted_filler.py`` added to them (the added sentence's gain, per wording).
 
     JUDGE_REWARD_DATA=../shared/data PYTHONPATH=. python experiments/baseline_source_gain.py \\
-        --config examples/default_lift.yaml --dtype float32 --cache judgments.sqlite
+        --config default --dtype float32 --cache judgments.sqlite
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from unlisted_filler import WORDINGS  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default="examples/default_lift.yaml",
+    p.add_argument("--config", default="default",
                    help="a judge config with gptscore.unconditional (name or path)")
     p.add_argument("--baseline", default="news", help="the baseline source compared with none (gptscore.baseline_source)")
     p.add_argument("--articles", type=int, default=20, help="the first N articles of each set")

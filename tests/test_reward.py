@@ -1542,21 +1542,23 @@ def test_guards_are_registered_components_that_declare_what_they_read():
         guards.likelihood_floor.measure(x)
 
 
-def test_default_lift_example_is_default_with_the_lift_guard():
-    """``examples/default_lift.yaml`` is the shipped ``default`` plus the second pass the lift guard
-    reads (against the built-in news article), the guard itself and grounding charged per unsupported
-    sentence (padding must not dilute it); everything else, the judge included, is the same."""
+def test_the_single_read_example_is_default_without_the_lift_guard():
+    """``examples/default_single_read.yaml`` is the shipped ``default`` without the second pass the
+    lift guard reads (against the built-in news article), without the guard, and with grounding
+    charged by the unsupported share rather than per sentence; everything else, the judge included,
+    is the same."""
     from judge_reward.reward_config import RewardConfig
 
     shipped = JudgeConfig.load("default")
-    example = JudgeConfig.load(str(Path(__file__).parents[1] / "examples" / "default_lift.yaml"))
-    assert example.gptscore == {**shipped.gptscore, "unconditional": True, "baseline_source": "news"}
-    assert example.reward["guards"] == {**shipped.reward["guards"],
-                                        "grounding": {**shipped.reward["guards"]["grounding"], "per_sentence": 0.2},
+    single = JudgeConfig.load(str(Path(__file__).parents[1] / "examples" / "default_single_read.yaml"))
+    assert shipped.gptscore == {**single.gptscore, "unconditional": True, "baseline_source": "news"}
+    assert shipped.reward["guards"] == {**single.reward["guards"],
+                                        "grounding": {**single.reward["guards"]["grounding"], "per_sentence": 0.2},
                                         "lift": {"enabled": True, "min_information": 0.2, "weight": 2.0}}
-    assert {k: v for k, v in example.reward.items() if k != "guards"} == \
+    assert {k: v for k, v in single.reward.items() if k != "guards"} == \
         {k: v for k, v in shipped.reward.items() if k != "guards"}
-    assert (example.backend, example.aspects_file, example.method) == (shipped.backend, shipped.aspects_file, shipped.method)
-    assert example.validated_with.judge == shipped.validated_with.judge
-    guards = RewardConfig.from_dict(example.reward).guards
+    assert (single.backend, single.aspects_file, single.method) == (shipped.backend, shipped.aspects_file, shipped.method)
+    assert single.validated_with.judge == shipped.validated_with.judge
+    guards = RewardConfig.from_dict(shipped.reward).guards
     assert "lift" in guards.reading_unconditional and "lift" in guards.source_guards()
+    assert "lift" not in RewardConfig.from_dict(single.reward).guards.enabled

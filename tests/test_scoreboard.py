@@ -541,17 +541,18 @@ def test_a_reward_in_spread_units_measures_its_judges_spread_and_charges_multipl
     assert missing.exit_code == 2 and "--model embedded:nothing" in missing.output, missing.output
 
 
-def test_the_spread_units_example_charges_what_default_charges_with_its_judge():
-    """``examples/default_in_spreads.yaml`` is ``default`` with its charges written in the embedded
-    judge's spreads: times the recorded spread, every charge is ``default``'s (to 1e-3 nats), and
-    everything else in the reward is the same."""
+def test_the_spread_units_example_charges_what_the_single_read_default_charges_with_its_judge():
+    """``examples/default_in_spreads.yaml`` is ``examples/default_single_read.yaml`` (``default``
+    without lift) with its charges written in the embedded judge's spreads: times the recorded
+    spread, every charge is that config's (to 1e-3 nats), and everything else in the reward is the
+    same."""
     from dataclasses import asdict
 
     from judge_reward import JudgeConfig
     from judge_reward.guards import GUARD_TYPES
     from judge_reward.reward_config import RewardConfig
 
-    shipped = JudgeConfig.load("default")
+    shipped = JudgeConfig.load(str(Path(__file__).parents[1] / "examples" / "default_single_read.yaml"))
     example = JudgeConfig.load(str(Path(__file__).parents[1] / "examples" / "default_in_spreads.yaml"))
     assert example.validated_with.judge == shipped.validated_with.judge and example.reward["units"] == "spread"
     nats = RewardConfig.from_dict(shipped.reward).guards
