@@ -26,6 +26,8 @@ DEFAULT_GUARDS = yaml.safe_load((CONFIG_DIR / "judges" / "default.yaml").read_te
 # sentence that goes on) are its mode "cut"; default's mode "judge" adds a GPTScore judge's sentence-end
 # answer, which this test judge does not give.
 DEFAULT_GUARDS["ending"] = {**DEFAULT_GUARDS["ending"], "mode": "cut"}
+# lift reads a GPTScore judge's token log-probabilities with and without the source, which it does not give either.
+DEFAULT_GUARDS.pop("lift")
 
 TEST_LISTS = {
     "de": {
