@@ -1268,7 +1268,10 @@ def test_shipped_configs_carry_a_guarded_reward():
     default = JudgeConfig.from_yaml("default")
     config = RewardConfig.from_dict(default.reward)
     assert config.aspects == ["coherence", "consistency", "fluency", "relevance"] and config.normalise == "none"
-    assert set(config.guards.enabled) == {"injection", "repetition", "length", "ending", "word_list", "grounding"}
+    assert set(config.guards.enabled) == {"injection", "repetition", "length", "ending", "word_list", "grounding", "lift"}
+    # lift: what sentences that say nothing about the source add, judged against another news article
+    assert config.guards.lift.min_information == 0.2 and config.guards.lift.weight == 2.0
+    assert default.gptscore["unconditional"] is True and default.gptscore["baseline_source"] == "news"
     # no copy rule: the source's lead within the length budget is a fair summary
     assert not config.guards.copy.enabled and not config.guards.copy_credit.enabled
     # a missing full stop alone is not charged (honest outputs lack one); an ending where the judge
@@ -1277,6 +1280,8 @@ def test_shipped_configs_carry_a_guarded_reward():
     assert config.guards.ending.end_probability == 0.1 and config.guards.ending.weight == 4.0
     # grounding charges sentences unrelated to the source, never the share of new words in the whole
     assert config.guards.grounding.threshold == 0.95 and config.guards.grounding.sentence_threshold == 0.8
+    # each unsupported sentence a fixed charge: padding cannot dilute it
+    assert config.guards.grounding.per_sentence == 0.2
     # the information reward, kept as a named option
     information = JudgeConfig.from_yaml("information")
     config = RewardConfig.from_dict(information.reward)
@@ -1309,8 +1314,11 @@ def test_shipped_configs_carry_a_guarded_reward():
     for name in ("default", "information", "gptscore"):
         assert JudgeConfig.from_yaml(name).gptscore["layout"] == "source_first"
     # one judge under three rewards: their per-aspect scores are the same (and share a judgment cache)
-    assert default.gptscore == JudgeConfig.from_yaml("gptscore").gptscore
-    assert {k: v for k, v in information.gptscore.items() if k != "unconditional"} == default.gptscore
+    # (default also reads the second pass its lift guard needs, which leaves the score unchanged)
+    second_pass = ("unconditional", "baseline_source")
+    assert {k: v for k, v in default.gptscore.items() if k not in second_pass} == JudgeConfig.from_yaml("gptscore").gptscore
+    assert {k: v for k, v in information.gptscore.items() if k not in second_pass} == \
+        {k: v for k, v in default.gptscore.items() if k not in second_pass}
 
 
 def fake_form(reward: Reward) -> str:
