@@ -52,6 +52,9 @@ def main() -> None:
     p.add_argument("--data", default=None)
     p.add_argument("--max-source-words", type=int, default=None,
                    help="the run's article cut (default: its summary.json's, else 70)")
+    p.add_argument("--max-completion-length", type=int, default=None,
+                   help="the run's generation limit, which tells a cut from an ending without a full stop "
+                        "(default: its summary.json's; without either, the text rule alone)")
     p.add_argument("--damage-every", type=int, default=0, help="damage sensitivity every N steps (loads the judge)")
     p.add_argument("--json", default=None, help="also write every run's checks here")
     args = p.parse_args()
@@ -68,14 +71,17 @@ def main() -> None:
         articles = load_articles(data, words)
         sources = {a["doc_id"]: a["source"] for a in articles}
         references = {a["doc_id"]: a["reference"] for a in articles if a["reference"]}
-        config = DivergenceConfig(damage_every_n_steps=args.damage_every)
+        limit = args.max_completion_length or run_args.get("max_completion_length")
+        config = DivergenceConfig(damage_every_n_steps=args.damage_every, max_completion_tokens=limit)
         if args.damage_every and "config" not in run_args:
             sys.exit(f"error: --damage-every: run {run!r} has no summary.json (a run stopped before its end): "
                      "its judge config, aspects and guard setting are unknown")
         score = damage_scorer(run_args, summary.get("guards", "off")) if args.damage_every else None
         monitor = replay(rows, sources, references, config, score)
         first = next((f["step"] for f in monitor.flags), None)
-        print(f"\n## {run}: {len(monitor.history)} steps, first flag at step {first}")
+        print(f"\n## {run}: {len(monitor.history)} steps, first flag at step {first}, {len(monitor.flags)} flags in "
+              f"{sum(c['ready'] for c in monitor.checks)} checks; unfinished = "
+              + (f"no sentence end at the {limit}-token limit" if limit else "no sentence end (no limit known)"))
         print("| step | reward z | flag | " + " | ".join(f"{n} (base -> recent, z)" for n in
                                                           ("judge_alone", "reference_overlap", "unsupported", "unfinished",
                                                            "damage_sensitivity")) + " |")

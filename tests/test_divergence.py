@@ -42,6 +42,20 @@ def test_completion_signals_unfinished_and_reference_overlap():
     assert completion_signals("Smith scored.", SOURCE)["reference_overlap"] is None  # no reference
 
 
+def test_unfinished_means_cut_by_the_limit_when_token_counts_are_known():
+    """A policy that ends its sentence without the full stop stopped by itself; one that ran out of
+    tokens mid-sentence was cut. Without counts or a limit, the text rule alone decides."""
+    texts = ["Smith scored 3 goals for Leeds", "Smith scored 3 goals for", "Smith scored 3 goals."]
+    monitor = DivergenceMonitor(DivergenceConfig(reference_column=None, max_completion_tokens=8))
+    monitor.add(1, texts, [SOURCE] * 3, [0.0] * 3, lengths=[6, 8, 8])
+    assert [r["unfinished"] for r in monitor._pending[1]] == [0.0, 1.0, 0.0]
+    no_limit = DivergenceMonitor(DivergenceConfig(reference_column=None))
+    no_limit.add(1, texts, [SOURCE] * 3, [0.0] * 3, lengths=[6, 8, 8])
+    assert [r["unfinished"] for r in no_limit._pending[1]] == [1.0, 1.0, 0.0]
+    no_limit.add(2, texts, [SOURCE] * 3, [0.0] * 3, lengths=[6, 8, 8], max_tokens=8)  # the trainer's limit
+    assert [r["unfinished"] for r in no_limit._pending[2]] == [0.0, 1.0, 0.0]
+
+
 def _history(reward, **signals):
     n = len(reward)
     return [StepRecord(i + 1, 8, {"reward": reward[i], **{k: v[i] for k, v in signals.items()}}) for i in range(n)]
@@ -158,16 +172,21 @@ def test_the_callback_watches_a_real_grpo_run(tmp_path):
     from judge_reward.bias_audit.divergence import RewardDivergenceCallback
     from judge_reward import Judge, JudgeConfig
     from judge_reward.trainers import JudgeReward, JudgeRewardConfig
+    from judge_reward.guards import ends_complete
     from judge_reward.trainers.policy import tiny_policy
 
     judge = Judge(JudgeConfig(aspects_file="summeval", aspects=["coherence"]), backend=make_backend("char"))
     reward = JudgeReward(judge, JudgeRewardConfig(normalise="none", guards={"injection": True}))
     seen = []
 
+    cut = []
+
     def spy(prompts, completions, **kw):
         out = reward(prompts=prompts, completions=completions, **kw)
         if "trainer_state" in kw:  # the trainer's calls, not the monitor's damage scoring
             seen.append(list(out))
+            cut.append(sum(len(ids) >= 6 and not ends_complete(text)
+                           for ids, text in zip(kw["completion_ids"], completions)) / len(completions))
         return out
     spy.__name__ = "judge"
 
@@ -187,6 +206,8 @@ def test_the_callback_watches_a_real_grpo_run(tmp_path):
     history = callback.monitor.history
     assert [h.step for h in history] == [1, 2, 3, 4] and all(h.n == 4 for h in history)
     assert [h.values["reward"] for h in history] == pytest.approx([sum(s) / 4 for s in seen])
+    assert callback._max_tokens == 6  # the trainer's max_completion_length, read at on_train_begin
+    assert [h.values["unfinished"] for h in history] == pytest.approx(cut)
     assert history[1].values["damage_sensitivity"] is not None and history[0].values["damage_sensitivity"] is None
     assert history[1].values["damage_pairs"] == 2
     assert all(h.values["reference_overlap"] is not None for h in history)

@@ -10,8 +10,10 @@ completions (no extra generation) and tracks, per optimiser step,
   data has one;
 * **unsupported facts**: the share of the completion's numbers and names that its source does not
   give (:func:`unsupported_share`);
-* **unfinished**: whether the completion stops where no sentence ends
-  (:func:`judge_reward.guards.ends_complete` is false);
+* **unfinished**: whether the generation limit cut the completion where no sentence ends
+  (:func:`judge_reward.guards.ends_complete` is false and it used every token it was allowed; a
+  completion the policy ended itself without a final mark is not cut. Without token counts, the
+  text rule alone);
 * **damage sensitivity** (optional, costs judge calls): the share of damaged copies of the policy's
   completions (:mod:`judge_reward.damage`) that the reward scores below the completion itself.
 
@@ -81,16 +83,27 @@ def unsupported_share(output: str, source: str) -> float | None:
     return sum(f.lower() not in text for f in found) / len(found)
 
 
-def completion_signals(output: str, source: str, reference: str | None = None, rouge=None) -> dict[str, float | None]:
-    """The text-only signals of one completion: ``reference_overlap`` (needs ``reference`` and a
-    ``rouge_score`` scorer), ``unsupported`` and ``unfinished``."""
+def completion_signals(output: str, source: str, reference: str | None = None, rouge=None,
+                       hit_limit: bool | None = None) -> dict[str, float | None]:
+    """The signals of one completion that need no judge: ``reference_overlap`` (needs ``reference``
+    and a ``rouge_score`` scorer), ``unsupported`` and ``unfinished``.
+
+    ``unfinished`` is 1 when the text does not end as a finished sentence and ``hit_limit`` (the
+    completion used every token the trainer allowed) is true or unknown (``None``): a policy that ends
+    its sentence without the full stop has stopped by itself, which is a style, not a cut.
+
+    >>> completion_signals("Smith scored 3 goals for", "", hit_limit=True)["unfinished"]
+    1.0
+    >>> completion_signals("Smith scored 3 goals for Leeds", "", hit_limit=False)["unfinished"]
+    0.0
+    """
     from judge_reward.guards import ends_complete
 
     overlap = None
     if reference and rouge is not None and output.strip():
         overlap = rouge.score(reference, output)["rougeL"].fmeasure
-    return {"reference_overlap": overlap, "unsupported": unsupported_share(output, source),
-            "unfinished": float(bool(output.strip()) and not ends_complete(output))}
+    cut = bool(output.strip()) and not ends_complete(output) and hit_limit is not False
+    return {"reference_overlap": overlap, "unsupported": unsupported_share(output, source), "unfinished": float(cut)}
 
 
 def rouge_l_scorer():
@@ -140,6 +153,10 @@ class DivergenceConfig(Section):
     """Completions damaged per damage measurement (the first of each prompt's group, then the rest)."""
     damage_families: list[str] = field(default_factory=lambda: ["swap_content_words", "change_number", "reverse_sentences",
                                                                 "cut_mid_sentence"])
+    max_completion_tokens: Optional[PositiveInt] = None
+    """The generation limit, for ``unfinished``: a completion of this many tokens that does not end a
+    sentence was cut. ``None``: the trainer's ``max_completion_length`` (TRL passes the completions'
+    token ids to reward functions); with neither, every completion without a final mark counts."""
     history_file: Optional[str] = "divergence.json"
     """Written to the trainer's ``output_dir`` after every check; ``None`` to skip."""
 
@@ -272,14 +289,20 @@ class DivergenceMonitor:
 
     def add(self, step: int, outputs: Sequence[str], sources: Sequence[str], rewards: Sequence[float | None],
             references: Sequence[str | None] | None = None, judge_alone: Sequence[float | None] | None = None,
-            damage_sensitivity: tuple[float, int] | None = None) -> None:
-        """Record one reward call's completions at optimiser step ``step`` (several calls may share a step)."""
+            damage_sensitivity: tuple[float, int] | None = None, lengths: Sequence[int | None] | None = None,
+            max_tokens: int | None = None) -> None:
+        """Record one reward call's completions at optimiser step ``step`` (several calls may share a
+        step). ``lengths``: each completion's token count; with the generation limit (``max_tokens``,
+        else the config's ``max_completion_tokens``) it tells a cut from a policy's own ending."""
         references = references if references is not None else [None] * len(outputs)
         if references and any(references) and self._rouge is None:
             self._rouge = rouge_l_scorer()
+        limit = self.config.max_completion_tokens or max_tokens
+        hits = [None if limit is None or n is None else n >= limit
+                for n in (lengths if lengths is not None else [None] * len(outputs))]
         rows = self._pending.setdefault(step, [])
         for k, (out, src, rew, ref) in enumerate(zip(outputs, sources, rewards, references)):
-            row = {"reward": rew, **completion_signals(out, src, ref, self._rouge)}
+            row = {"reward": rew, **completion_signals(out, src, ref, self._rouge, hits[k])}
             row["judge_alone"] = judge_alone[k] if judge_alone is not None else None
             rows.append(row)
         if damage_sensitivity is not None:
@@ -351,9 +374,11 @@ class DivergenceMonitor:
 
 def replay(rows: Iterable[dict], sources: dict[str, str], references: dict[str, str] | None = None,
            config: DivergenceConfig | None = None, score: Callable | None = None) -> DivergenceMonitor:
-    """Run the monitor over saved completions: ``rows`` of ``{step, doc_id, output, reward[, judge_only]}``
-    in step order (``benchmarks/grpo_hacking.py`` writes them to ``completions.jsonl``); ``sources``
-    and ``references`` by doc id. ``score(texts, sources)`` enables damage sensitivity."""
+    """Run the monitor over saved completions: ``rows`` of ``{step, doc_id, output, reward[, judge_only,
+    tokens]}`` in step order (``benchmarks/grpo_hacking.py`` writes them to ``completions.jsonl``);
+    ``sources`` and ``references`` by doc id. ``tokens`` (the completion's length) and the config's
+    ``max_completion_tokens`` tell cuts from unpunctuated endings. ``score(texts, sources)`` enables
+    damage sensitivity."""
     monitor = DivergenceMonitor(config)
     by_step: dict[int, list[dict]] = {}
     for row in rows:
@@ -370,7 +395,8 @@ def replay(rows: Iterable[dict], sources: dict[str, str], references: dict[str, 
         if score is not None and every and step % every == 0:
             pick = _damage_pick(srcs, monitor.config.damage_sample)
             sensitivity = monitor.damage_sensitivity([outs[i] for i in pick], [srcs[i] for i in pick], score)
-        monitor.add(step, outs, srcs, [r.get("reward") for r in got], refs, None if same else judge, sensitivity)
+        monitor.add(step, outs, srcs, [r.get("reward") for r in got], refs, None if same else judge, sensitivity,
+                    lengths=[r.get("tokens") for r in got])
         monitor.end_step(step)
     return monitor
 
@@ -401,7 +427,7 @@ class WatchedReward:
 
     def __call__(self, prompts, completions, completion_ids=None, **kwargs):
         rewards = self.reward_fn(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
-        self.monitor.observe(self.reward_fn, prompts, completions, rewards, kwargs)
+        self.monitor.observe(self.reward_fn, prompts, completions, rewards, kwargs, completion_ids)
         return rewards
 
 
@@ -410,7 +436,7 @@ class AsyncWatchedReward(WatchedReward):
 
     async def __call__(self, prompts, completions, completion_ids=None, **kwargs):  # type: ignore[override]
         rewards = await self.reward_fn(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
-        self.monitor.observe(self.reward_fn, prompts, completions, rewards, kwargs)
+        self.monitor.observe(self.reward_fn, prompts, completions, rewards, kwargs, completion_ids)
         return rewards
 
 
@@ -427,6 +453,7 @@ class RewardDivergenceCallback(TrainerCallback):
         self.trainer = trainer
         self.stopped_at: int | None = None
         self._step = 0
+        self._max_tokens: int | None = None  # the trainer's generation limit, read at on_train_begin
 
     def watch(self, reward_fn) -> WatchedReward:
         """``reward_fn`` wrapped so the monitor sees each batch; give the wrapper to the trainer."""
@@ -438,7 +465,7 @@ class RewardDivergenceCallback(TrainerCallback):
         trainer.add_callback(self)
         return self
 
-    def observe(self, reward_fn, prompts, completions, rewards, columns: dict) -> None:
+    def observe(self, reward_fn, prompts, completions, rewards, columns: dict, completion_ids=None) -> None:
         from judge_reward.reward import completion_text, prompt_source
 
         state = columns.get("trainer_state")
@@ -455,9 +482,15 @@ class RewardDivergenceCallback(TrainerCallback):
             pick = _damage_pick(sources, self.config.damage_sample)
             sensitivity = self.monitor.damage_sensitivity([outputs[i] for i in pick], [sources[i] for i in pick],
                                                           reward_scorer(reward_fn))
-        self.monitor.add(step, outputs, sources, list(rewards), list(refs) if refs is not None else None, judge, sensitivity)
+        lengths = [len(ids) for ids in completion_ids] if completion_ids is not None else None
+        self.monitor.add(step, outputs, sources, list(rewards), list(refs) if refs is not None else None, judge, sensitivity,
+                         lengths=lengths, max_tokens=self._max_tokens)
 
     # -- events -------------------------------------------------------------------------------
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._max_tokens = getattr(args, "max_completion_length", None)
+        return control
 
     def on_step_end(self, args, state, control, **kwargs):
         self._step = state.global_step
