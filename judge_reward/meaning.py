@@ -261,6 +261,7 @@ def _stems(text_words: Sequence[str], min_length: int = 4, ending: int = 3) -> d
     return stems
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _joined(value: str) -> str:
     """A value's words run together, lower-cased: how :func:`_said` keys it."""
     return "".join(_TOKEN.findall(value.lower()))
@@ -316,6 +317,16 @@ class Domain:
         return max([len(_joined(v)) for vals in self.values.values() for v in vals]
                    + [len(_joined(p)) for p in self.placeholders] + [0])
 
+    @functools.cached_property
+    def by_key(self) -> dict[str, list[tuple[int, str, str]]]:
+        """Each value run together (:func:`_joined`) -> its (place in slot and value order, slot,
+        value): :meth:`added_values` looks up the words a text says instead of trying every value."""
+        index: dict[str, list[tuple[int, str, str]]] = {}
+        order = ((slot, value) for slot, values in self.values.items() for value in sorted(values))
+        for k, (slot, value) in enumerate(order):
+            index.setdefault(_joined(value), []).append((k, slot, value))
+        return index
+
     @classmethod
     def from_sources(cls, sources, unspoken=frozenset(), alternatives: str = "or",
                      placeholder_slots: int = 3) -> "Domain":
@@ -364,15 +375,13 @@ class Domain:
         covered = {i for v in set(own) for span in spans(v) for i in span}
         open_slots = set(meaning.asked) | {slot for slot, parts in by_slot if not parts}
         added = []
-        for slot, values in self.values.items():
-            if slot in open_slots:
+        keys = set(said) | set(stems) | {k[1:] for k in said if k.startswith("~")}
+        for _, slot, value in sorted(e for key in keys for e in self.by_key.get(key, ())):
+            if slot in open_slots or value in added or all(span <= covered for span in spans(value)):
                 continue
-            for value in sorted(values):
-                if (value in own or value in self.slot_words
-                        or all(_related(w, own_words) for w in _TOKEN.findall(value))):
-                    continue
-                if any(not span <= covered for span in spans(value)) and value not in added:
-                    added.append(value)
+            if not (value in own or value in self.slot_words
+                    or all(_related(w, own_words) for w in _TOKEN.findall(value))):
+                added.append(value)
         for p in sorted(self.placeholders):
             times, given = len(said.get(_joined(p), [])), own.count(p)
             if times > given <= 1:  # given to several slots, one may be said as two ("near X and X")
