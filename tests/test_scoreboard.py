@@ -581,11 +581,12 @@ def test_a_guard_that_reads_the_judges_tokens_is_costed_on_the_references_the_ju
 
     data, refs = fixture_set
     guards = {"lift": {"enabled": True, "min_information": 0.2, "weight": 2.0}, "repetition": True}
-    config = JudgeConfig(aspects_file="summeval", aspects=["coherence", "fluency"], method="gptscore",
+    config = JudgeConfig(aspects_file="summeval", aspects=["coherence"], method="gptscore",
                          gptscore={"reduce": "mean", "unconditional": True, "baseline_source": "news"},
                          reward={"normalise": "none", "guards": guards})
     reward = Reward(Judge(config, backend=make_backend("char")))
-    settings = ScoreboardSettings(damage_per_group=0, probe_groups=2, n_bootstrap=0)
+    # short sources: the character-level stand-in reads one token per character
+    settings = ScoreboardSettings(groups=2, damage_per_group=0, probe_groups=2, n_bootstrap=0, max_source_words=60)
     board = validate(reward, data, settings, "lift", refs, progress=False)
     lift = board.guard_cost["lift"]
     assert lift["references_judged"] == 2
@@ -595,5 +596,6 @@ def test_a_guard_that_reads_the_judges_tokens_is_costed_on_the_references_the_ju
     assert lift["outputs_charged"] is not None
     # a text guard still reads every reference
     assert "references_judged" not in board.guard_cost["repetition"]
-    assert board.guard_cost["_references"] == sum(len(v) for v in refs.values())
+    read = list(dict.fromkeys(data.groups))[:2]
+    assert board.guard_cost["_references"] == sum(len(refs[g]) for g in read)
     assert "| lift |" in board.to_markdown() and "(of 2 judged)" in board.to_markdown()
