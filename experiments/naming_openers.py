@@ -123,16 +123,17 @@ def main(argv: list[str] | None = None) -> int:
                 undone = real.components.get("guard/lift", 0.0) - attack.components.get("guard/lift", 0.0)
                 kind = "tie" if margin < args.tie else ("lift charge undone" if undone > judge else "judge")
                 print(f"| {k + 1} | {name} | {margin:+.3f} | {judge:+.3f} | {undone:+.3f} | {kind} |")
+            # each text's sentence of every token, read once for all the rules
+            sentence_of = [token_span_index(next(iter(res.scores.values())).tokens.texts,
+                                            sentence_spans(" " + (res.judged_output or text).strip(), reward.guards.language))
+                           if res.value is not None and res.scores else None for text, res in zip(texts[k], row)]
             for rule, idle_rule in RULES.items():
                 values, charges = [], []
-                for text, res in zip(texts[k], row):
-                    if res.value is None or not res.scores:
+                for res, where in zip(row, sentence_of):
+                    if where is None:
                         values.append(None)
                         charges.append(None)
                         continue
-                    pieces = next(iter(res.scores.values())).tokens.texts
-                    spans = sentence_spans(" " + (res.judged_output or text).strip(), reward.guards.language)
-                    where = token_span_index(pieces, spans)
                     lifts = {a: lift_under(s.tokens.with_source, s.tokens.without_source, where, idle_rule, lift.min_information)
                              for a, s in res.scores.items()}
                     mass = sum(reward.weights[a] for a in lifts)
