@@ -586,8 +586,8 @@ def test_real_embedded_judge_on_summeval_items(gemma_backend, sample_data):
     from judge_reward.metaeval import load_summeval
 
     ds = load_summeval(sample_data / "summeval" / "summeval.json").first_groups(2)
-    # articles cut to 120 words (as a training config's max_source_words does) to keep this short
-    pairs = list({r.group: Item(r.item.reference, " ".join(r.item.source.split()[:120]), id=r.group)
+    # articles cut to 60 words (as a training config's max_source_words does) to keep this short
+    pairs = list({r.group: Item(r.item.reference, " ".join(r.item.source.split()[:60]), id=r.group)
                   for r in ds.records}.values())
     judge = Judge(JudgeConfig(aspects=["coherence"]), backend=gemma_backend)
     report = run_probes(Reward(judge, {"normalise": "unit"}), pairs, n_boot=100, progress=False)

@@ -96,23 +96,22 @@ def test_sigterm_lets_in_flight_requests_finish(judge_yaml, tmp_path):
 
 
 def test_bad_configuration_fails_before_serving(judge_yaml, tmp_path):
-    log = tmp_path / "log"
-    missing = start(["--config", str(tmp_path / "nope.yaml")], log)
-    assert missing.wait(120) == 2
-    assert "nope.yaml" in log.read_text()
-    unknown = start(["--config", str(judge_yaml), "--aspects", "coherence,wit"], log)
-    assert unknown.wait(120) == 2
-    assert "unknown aspect 'wit'" in log.read_text()
     absent = tmp_path / "absent.yaml"
     absent.write_text("backend: {kind: hf, model: /no/such/model}\naspects: [coherence]\n")
-    assert start(["--config", str(absent)], log).wait(120) == 2  # no such model: a mistake, found before serving
-    assert "backend.model: '/no/such/model' is neither" in log.read_text()
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")  # looks like a model directory, but cannot load
     broken = tmp_path / "broken.yaml"
     broken.write_text(f"backend: {{kind: hf, model: {model}}}\naspects: [coherence]\n")
-    port = free_port()
-    failing = start(["--config", str(broken), "--port", str(port)], log)
-    assert failing.wait(120) == 1  # the model cannot load: the server stops instead of serving 503s
-    assert "judge failed to load" in log.read_text()
+    cases = {  # name: (arguments, exit code, what the log says); started together, as each one imports torch
+        "missing": (["--config", str(tmp_path / "nope.yaml")], 2, "nope.yaml"),
+        "unknown": (["--config", str(judge_yaml), "--aspects", "coherence,wit"], 2, "unknown aspect 'wit'"),
+        # no such model: a mistake, found before serving
+        "absent": (["--config", str(absent)], 2, "backend.model: '/no/such/model' is neither"),
+        # the model cannot load: the server stops instead of serving 503s
+        "broken": (["--config", str(broken), "--port", str(free_port())], 1, "judge failed to load"),
+    }
+    running = {name: start(args, tmp_path / f"{name}.log") for name, (args, _, _) in cases.items()}
+    for name, (_, code, says) in cases.items():
+        assert running[name].wait(120) == code, name
+        assert says in (tmp_path / f"{name}.log").read_text(), name
