@@ -112,6 +112,11 @@ def test_bad_configuration_fails_before_serving(judge_yaml, tmp_path):
         "broken": (["--config", str(broken), "--port", str(free_port())], 1, "judge failed to load"),
     }
     running = {name: start(args, tmp_path / f"{name}.log") for name, (args, _, _) in cases.items()}
-    for name, (_, code, says) in cases.items():
-        assert running[name].wait(120) == code, name
-        assert says in (tmp_path / f"{name}.log").read_text(), name
+    try:
+        for name, (_, code, says) in cases.items():
+            assert running[name].wait(120) == code, name
+            assert says in (tmp_path / f"{name}.log").read_text(), name
+    finally:  # a failed case leaves no server of the others running
+        for proc in running.values():
+            if proc.poll() is None:
+                proc.kill()
