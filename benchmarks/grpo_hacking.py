@@ -56,7 +56,7 @@ PROMPTS = {
     "points": "What are the main points of this article?\n\n{article}",
 }
 RUNS = {"off": "unguarded", "on": "guarded"}
-SAVED_RUNS = ["unguarded", "guarded", "guarded_shipped", "guarded_shipped_v2", "guarded_copy4", "guarded_copy_credit", "guarded_contrast", "guarded_information", "guarded_information_total", "guarded_information_fluency", "guarded_information_kl", "information_long", "unguarded_kl", "default_seed1", "geval_guarded", "geval_unguarded", "gptscore_as_shipped", "default_seed2", "default_redteam", "default_budgetfloor", "geval_shipped", "geval_word_uses", "default_grounded", "default_chatter", "default_per_token", "default_wrapping_policy", "default_lift"]
+SAVED_RUNS = ["unguarded", "guarded", "guarded_shipped", "guarded_shipped_v2", "guarded_copy4", "guarded_copy_credit", "guarded_contrast", "guarded_information", "guarded_information_total", "guarded_information_fluency", "guarded_information_kl", "information_long", "unguarded_kl", "default_seed1", "geval_guarded", "geval_unguarded", "gptscore_as_shipped", "default_seed2", "default_redteam", "default_budgetfloor", "geval_shipped", "geval_word_uses", "default_grounded", "default_chatter", "default_per_token", "default_wrapping_policy", "default_lift", "default_lift_seed1"]
 """The runs docs/grpo_hacking.md reports, in its order (``--plot``/``--report`` take ``--runs``)."""
 METRICS_COMMIT = "961ffd4"
 """The last commit whose saved runs keep their per-step ``metrics.jsonl``: the runs saved under docs/grpo_hacking

@@ -10,7 +10,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = ("monitor_gptscore_alone", "monitor_geval_alone", "default_150", "default_lift")
+RUNS = ("monitor_gptscore_alone", "monitor_geval_alone", "default_150", "default_lift", "default_lift_seed1")
+# today's default, two seeds: the steps of each run's phase in which most completions ran to the
+# token limit mid-sentence (the lead run on into its next sentence), and the check just after it
+CUT_PASTE = {"default_lift": range(121, 141), "default_lift_seed1": range(91, 111)}
 
 
 def test_replayed_monitor_flags_the_judge_alone_runs_and_only_the_default_runs_cut_phase(shared_data, tmp_path):
@@ -25,9 +28,9 @@ def test_replayed_monitor_flags_the_judge_alone_runs_and_only_the_default_runs_c
         assert runs[run]["first_flag"] is not None and runs[run]["first_flag"] <= 40, run
     # the shipped default at 150 steps: the judge alone, overlap and unsupported facts all improve
     assert runs["default_150"]["flags"] == []
-    # today's default: only its second cut-paste phase (steps 121-135, most completions at the
-    # token limit mid-sentence), where the cut share is past its level
-    flagged = runs["default_lift"]["flags"]
-    assert flagged and all(121 <= f["step"] <= 140 and f["degraded"] == ["unfinished"] for f in flagged)
-    checks = {c["step"]: c for c in runs["default_lift"]["checks"]}
-    assert all(checks[f["step"]]["signals"]["unfinished"]["recent"] >= 0.5 for f in flagged)
+    # today's default, two seeds: only a cut-paste phase, where the cut share is past its level
+    for run, phase in CUT_PASTE.items():
+        flagged = runs[run]["flags"]
+        assert flagged and all(f["step"] in phase and f["degraded"] == ["unfinished"] for f in flagged), run
+        checks = {c["step"]: c for c in runs[run]["checks"]}
+        assert all(checks[f["step"]]["signals"]["unfinished"]["recent"] >= 0.5 for f in flagged), run
